@@ -1,0 +1,20 @@
+"""scikit-learn compatible estimators for learning single attention layers."""
+
+from .random_features import (
+    RFMLP,
+    AttentionRandomFeatures,
+    BiasedRFA,
+    MLPRandomFeatures,
+    RandomFeatureAttentionRegressor,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "AttentionRandomFeatures",
+    "BiasedRFA",
+    "MLPRandomFeatures",
+    "RFMLP",
+    "RandomFeatureAttentionRegressor",
+    "__version__",
+]

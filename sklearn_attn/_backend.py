@@ -1,0 +1,246 @@
+"""Device and array namespace: NumPy on the CPU, CuPy on a CUDA GPU.
+
+This is the only module that knows about CuPy. Estimators ask it for a
+:class:`Device` (the array module ``xp`` plus where results go back to), move
+arrays with :func:`to_device` / :func:`to_host`, and call the few linear-algebra
+routines that differ between the two libraries through :func:`eigh` and
+:func:`cholesky_solve`.
+
+Device rules (the ``device`` parameter of every estimator):
+
+* ``None``: follow the input. CuPy input is computed on its GPU and results
+  come back as CuPy arrays; anything else runs on the CPU.
+* ``"cpu"``: NumPy. CuPy input is copied to the host first.
+* ``"cuda"`` or ``"cuda:N"``: NumPy in, GPU compute, NumPy out, so that
+  ``GridSearchCV``, ``learning_curve`` and joblib workers work unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+
+__all__ = [
+    "Device",
+    "resolve_device",
+    "to_device",
+    "to_host",
+    "is_device_array",
+    "eigh",
+    "cholesky_solve",
+]
+
+_INSTALL_HINT = (
+    "Install the GPU extra with `pip install 'sklearn-attn[gpu]'` "
+    "(CuPy for CUDA 12) or `pip install 'sklearn-attn[gpu-cuda13]'` (CUDA 13)."
+)
+_CUDA_PATTERN = re.compile(r"^cuda(?::(\d+))?$")
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError:  # pragma: no cover - exercised on machines with CuPy
+        return None
+    return cupy
+
+
+def is_device_array(array: Any) -> bool:
+    """Whether ``array`` is a CuPy array (checked without importing CuPy)."""
+    return type(array).__module__.split(".")[0] == "cupy"
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where computation happens and where results go.
+
+    Attributes
+    ----------
+    kind : {"cpu", "cuda"}
+    index : int or None
+        CUDA device ordinal, ``None`` on the CPU.
+    return_device_arrays : bool
+        True when the caller passed CuPy arrays and gets CuPy arrays back.
+    """
+
+    kind: str = "cpu"
+    index: int | None = None
+    return_device_arrays: bool = False
+
+    @property
+    def xp(self):
+        """The array module: ``numpy`` or ``cupy``."""
+        if self.kind == "cpu":
+            return np
+        return _import_cupy()
+
+    def activate(self):
+        """Context manager selecting this CUDA device (no-op on the CPU)."""
+        if self.kind == "cpu":
+            return _NullContext()
+        return self.xp.cuda.Device(self.index or 0)
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _check_cuda_available(index: int) -> None:
+    cupy = _import_cupy()
+    if cupy is None:
+        raise ImportError(f"device='cuda' needs CuPy, which is not installed. {_INSTALL_HINT}")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # pragma: no cover - needs a broken CUDA setup
+        raise RuntimeError(
+            f"device='cuda' was requested but CUDA is not usable here ({exc}). "
+            f"{_INSTALL_HINT}"
+        ) from exc
+    if index >= count:  # pragma: no cover - needs a GPU
+        raise ValueError(
+            f"device='cuda:{index}' was requested but only {count} CUDA device(s) exist."
+        )
+
+
+def resolve_device(device: str | None, *arrays: Any) -> Device:
+    """Turn an estimator's ``device`` parameter and its inputs into a Device.
+
+    Parameters
+    ----------
+    device : None, "cpu", "cuda" or "cuda:N"
+        The estimator's ``device`` parameter.
+    *arrays : array-like
+        Inputs; with ``device=None`` a CuPy input selects its GPU.
+
+    Returns
+    -------
+    Device
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_attn._backend import resolve_device
+    >>> resolve_device(None, np.zeros(3)).kind
+    'cpu'
+    """
+    if device is None:
+        for array in arrays:
+            if is_device_array(array):
+                return Device("cuda", int(array.device.id), return_device_arrays=True)
+        return Device("cpu")
+    if not isinstance(device, str):
+        raise TypeError(
+            f"device must be None, 'cpu', 'cuda' or 'cuda:N'; got {device!r} "
+            f"of type {type(device).__name__}."
+        )
+    if device == "cpu":
+        return Device("cpu")
+    match = _CUDA_PATTERN.match(device)
+    if match is None:
+        raise ValueError(f"device must be None, 'cpu', 'cuda' or 'cuda:N'; got {device!r}.")
+    index = int(match.group(1) or 0)
+    _check_cuda_available(index)
+    return Device("cuda", index)
+
+
+def to_device(array: Any, device: Device, dtype=None):
+    """Copy ``array`` to ``device`` (no copy when it is already there)."""
+    if device.kind == "cpu":
+        return np.asarray(to_host(array), dtype=dtype)
+    with device.activate():
+        return device.xp.asarray(array, dtype=dtype)
+
+
+def to_host(array: Any):
+    """Return ``array`` as a NumPy array (copying from the GPU if needed)."""
+    if is_device_array(array):
+        return array.get()
+    return array
+
+
+def free_device_memory(device: Device) -> None:
+    """Give CuPy's cached blocks back to the driver after a fit."""
+    if device.kind == "cuda":
+        device.xp.get_default_memory_pool().free_all_blocks()
+
+
+def eigh(matrix, device: Device):
+    """Eigendecomposition of a symmetric matrix, overwriting it where possible."""
+    if device.kind == "cpu":
+        return scipy.linalg.eigh(
+            matrix, overwrite_a=True, check_finite=False, driver="evd"
+        )
+    return device.xp.linalg.eigh(matrix)
+
+
+def cholesky_solve(matrix, rhs, device: Device):
+    """Solve ``matrix @ x = rhs`` for symmetric positive definite ``matrix``.
+
+    ``matrix`` is overwritten. Raises ``numpy.linalg.LinAlgError`` when the
+    matrix is not numerically positive definite.
+    """
+    if device.kind == "cpu":
+        factor = scipy.linalg.cho_factor(
+            matrix, lower=True, overwrite_a=True, check_finite=False
+        )
+        return scipy.linalg.cho_solve(factor, rhs, check_finite=False)
+    xp = device.xp
+    import cupyx.scipy.linalg  # pragma: no cover - needs a GPU
+
+    lower = xp.linalg.cholesky(matrix)  # pragma: no cover
+    if not bool(xp.isfinite(lower).all()):  # pragma: no cover
+        raise np.linalg.LinAlgError("matrix is not positive definite")
+    tmp = cupyx.scipy.linalg.solve_triangular(lower, rhs, lower=True)  # pragma: no cover
+    return cupyx.scipy.linalg.solve_triangular(lower.T, tmp, lower=False)  # pragma: no cover
+
+
+class DeviceCacheMixin:
+    """Keep device copies of fitted arrays out of pickles.
+
+    Subclasses store device copies in ``self._device_cache`` (a dict); it is
+    dropped on pickling and rebuilt lazily, so a model fitted on a GPU loads
+    and predicts on a machine without one.
+    """
+
+    def _cached_on(self, name: str, device: Device):
+        if device.kind == "cpu":
+            return getattr(self, name)
+        cache = self.__dict__.setdefault("_device_cache", {})
+        key = (name, device.kind, device.index)
+        if key not in cache:
+            cache[key] = to_device(getattr(self, name), device)
+        return cache[key]
+
+    def __getstate__(self):
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
+        state = dict(state)
+        state.pop("_device_cache", None)
+        return state
+
+
+def gram_update(gram, block, device: Device) -> None:
+    """``gram += block @ block.T`` on the lower triangle (BLAS syrk on the CPU).
+
+    ``gram`` must be float64 and, on the CPU, Fortran-ordered; only its lower
+    triangle is meaningful afterwards (see :func:`symmetrize_lower`).
+    """
+    if device.kind == "cpu":
+        from scipy.linalg.blas import dsyrk
+
+        # Hand BLAS whichever of block / block.T is Fortran-ordered: no copy.
+        if block.flags.f_contiguous:
+            dsyrk(1.0, block, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
+        else:
+            dsyrk(1.0, block.T, beta=1.0, c=gram, trans=1, lower=1, overwrite_c=1)
+    else:
+        gram += block @ block.T
+
+

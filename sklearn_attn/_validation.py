@@ -1,0 +1,132 @@
+"""Input validation shared by the estimators: token arrays and sample weights.
+
+Token input is either a 3-D array ``(n_samples, n_tokens, token_dim)`` or the
+same flattened to 2-D ``(n_samples, n_tokens * token_dim)`` together with the
+estimator's ``token_dim`` parameter. A 2-D array without ``token_dim`` is an
+error, never a guess. ``n_features_in_`` counts the flattened features.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.utils.validation import _check_sample_weight, validate_data
+
+from ._backend import is_device_array, resolve_device, to_host
+
+__all__ = ["check_token_array", "check_sample_weight"]
+
+
+def _token_layout(X, token_dim, what="X"):
+    """Return ``(X_2d, n_tokens, token_dim)`` for 2-D or 3-D token input."""
+    ndim = getattr(X, "ndim", None)
+    if ndim is None:
+        X = np.asarray(X)
+        ndim = X.ndim
+    if token_dim is not None and (
+        not isinstance(token_dim, numbers.Integral) or isinstance(token_dim, bool)
+        or token_dim < 1
+    ):
+        raise ValueError(f"token_dim must be a positive integer or None; got {token_dim!r}.")
+    if ndim == 3:
+        n_samples, n_tokens, dim = X.shape
+        if token_dim is not None and dim != token_dim:
+            raise ValueError(
+                f"{what} has tokens of dimension {dim} (its last axis) but "
+                f"token_dim={token_dim}."
+            )
+        return X.reshape(n_samples, n_tokens * dim), n_tokens, dim
+    if ndim == 2:
+        n_features = X.shape[1]
+        if token_dim is None:
+            raise ValueError(
+                f"{what} is 2-D with {n_features} feature(s) but token_dim is None: "
+                "pass 3-D input of shape (n_samples, n_tokens, token_dim), or set "
+                "token_dim so the columns can be split into tokens."
+            )
+        if n_features % token_dim:
+            raise ValueError(
+                f"{what} has {n_features} feature(s), which is not divisible by "
+                f"token_dim={token_dim}."
+            )
+        return X, n_features // token_dim, token_dim
+    raise ValueError(
+        f"Expected 2-D or 3-D token input for {what}; got an array with {ndim} "
+        "dimension(s). Reshape your data to (n_samples, n_tokens, token_dim)."
+    )
+
+
+def check_token_array(
+    estimator, X, y="no_validation", *, reset, token_dim=None, min_tokens=2, multi_output=True,
+    y_numeric=True,
+):
+    """Validate token input and return it as ``(n_samples, n_tokens, token_dim)``.
+
+    On ``reset=True`` this stores ``n_tokens_`` and ``token_dim_`` (and, through
+    scikit-learn's ``validate_data``, ``n_features_in_`` and, for data frames,
+    ``feature_names_in_``). On ``reset=False`` it checks that the token layout
+    matches the one seen in ``fit``.
+
+    CuPy arrays are validated on their device and returned as CuPy arrays.
+    """
+    X_2d, n_tokens, dim = _token_layout(X, token_dim)
+    if is_device_array(X):
+        # validate_data cannot look inside CuPy arrays: check values on the device.
+        xp = resolve_device(None, X).xp
+        if not bool(xp.isfinite(X_2d).all()):
+            raise ValueError("Input X contains NaN or infinity.")
+        if reset:
+            estimator.n_features_in_ = X_2d.shape[1]
+        elif X_2d.shape[1] != estimator.n_features_in_:
+            raise ValueError(
+                f"X has {X_2d.shape[1]} features, but {type(estimator).__name__} "
+                f"is expecting {estimator.n_features_in_} features as input."
+            )
+        X_valid = X_2d if X_2d.dtype in (xp.float32, xp.float64) else X_2d.astype(xp.float64)
+        y_valid = None if isinstance(y, str) else np.asarray(to_host(y), dtype=np.float64)
+    else:
+        kwargs = dict(reset=reset, dtype=[np.float64, np.float32])
+        if isinstance(y, str) and y == "no_validation":
+            X_valid = validate_data(estimator, X_2d, **kwargs)
+            y_valid = None
+        else:
+            X_valid, y_valid = validate_data(
+                estimator, X_2d, y, multi_output=multi_output, y_numeric=y_numeric,
+                **kwargs,
+            )
+    if min_tokens and n_tokens < min_tokens:
+        raise ValueError(
+            f"X has {n_tokens} token(s) of dimension {dim} ({n_tokens * dim} "
+            f"feature(s)); at least {min_tokens} tokens are needed "
+            "(a query and at least one key)."
+        )
+    if reset:
+        estimator.n_tokens_ = n_tokens
+        estimator.token_dim_ = dim
+    elif (n_tokens, dim) != (estimator.n_tokens_, estimator.token_dim_):
+        raise ValueError(
+            f"X has {n_tokens} token(s) of dimension {dim}, but "
+            f"{type(estimator).__name__} was fitted on {estimator.n_tokens_} "
+            f"token(s) of dimension {estimator.token_dim_}."
+        )
+    X_3d = X_valid.reshape(X_valid.shape[0], n_tokens, dim)
+    if y_valid is None:
+        return X_3d
+    return X_3d, y_valid
+
+
+def check_sample_weight(sample_weight, n_samples, dtype=np.float64):
+    """Validate non-negative sample weights that are not all zero.
+
+    Returns ``None`` when ``sample_weight`` is ``None`` (unit weights).
+    """
+    if sample_weight is None:
+        return None
+    sample_weight = _check_sample_weight(
+        to_host(sample_weight), np.empty((n_samples, 0)), dtype=dtype,
+        ensure_non_negative=True, copy=False,
+    )
+    if not np.any(sample_weight > 0):
+        raise ValueError("sample_weight must have at least one positive entry; all are zero.")
+    return sample_weight

@@ -1,0 +1,379 @@
+"""Random-feature attention (Fu, Guo, Bai and Mei, 2023): RFA and BiasedRFA."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._base import _RIDGE_CONSTRAINTS, _RandomFeatureRidge, _RandomFeatureTransformer
+from ._maps import AttentionMap
+
+_QK_CONSTRAINTS = {
+    "n_heads": [Interval(Integral, 1, None, closed="left")],
+    "qk_mean": [StrOptions({"zero", "identity"})],
+    "qk_mean_scale": [Interval(Real, None, None, closed="neither")],
+    "qk_std": [Interval(Real, 0, None, closed="left"), None],
+    "value_bias": ["boolean"],
+}
+
+
+class _AttentionFeaturesMixin:
+    """Query-key weights W_m = mu I + qk_std G_m and the attention feature map."""
+
+    def _draw_weights(self, random_state, n_tokens, token_dim):
+        d = token_dim
+        qk_std = 1.0 / np.sqrt(d) if self.qk_std is None else self.qk_std
+        weights = qk_std * random_state.standard_normal(size=(self.n_heads, d, d))
+        if self.qk_mean == "identity":
+            weights += self.qk_mean_scale * np.eye(d)
+        self.qk_weights_ = weights
+
+    def _feature_map(self, X, device):
+        qk_weights = self._cached_on("qk_weights_", device)
+        return AttentionMap(X, qk_weights, self.value_bias, device)
+
+    @property
+    def n_output_features_(self):
+        """Number of features: ``n_heads * (token_dim + value_bias)``."""
+        return self.n_heads * (self.token_dim_ + int(self.value_bias))
+
+
+class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer):
+    """Random features of a single attention layer with frozen query-key matrices.
+
+    For tokens ``X = [x_0, x_1, ..., x_N]`` (a query ``x_0`` and ``N`` keys in
+    ``R^d``) head ``m`` computes
+
+    .. math::
+
+        \\phi_m(X) = \\frac{1}{N\\sqrt{M}} \\sum_{i=1}^{N}
+        \\mathrm{relu}(\\langle x_0, W_m x_i \\rangle)\\, [x_i; 1]
+
+    with ``W_m = mu I + qk_std G_m``, ``G_m`` standard Gaussian and frozen. The
+    ``1 / sqrt(M)`` scaling makes ``transform(X) @ transform(Y).T`` converge to
+    :func:`~sklearn_attn.rfa_kernel` (or :func:`~sklearn_attn.brfa_kernel`) as
+    ``n_heads`` grows, so ridge penalties mean the same as in kernel ridge.
+
+    The map is computed as large matrix products over chunks of samples and
+    blocks of heads, within scikit-learn's ``working_memory``.
+
+    Read more in the :ref:`User Guide <random_features>`.
+
+    Parameters
+    ----------
+    n_heads : int, default=100
+        Number of heads ``M``.
+    qk_mean : {"zero", "identity"}, default="zero"
+        Mean of the query-key matrices: zero (RFA) or ``qk_mean_scale * I``
+        (biased RFA).
+    qk_mean_scale : float, default=1.0
+        The ``mu`` of the identity mean; ignored for ``qk_mean="zero"``.
+    qk_std : float, default=None
+        Standard deviation of the entries of ``G_m``; ``None`` means
+        ``1 / sqrt(token_dim)``. With ``qk_mean="zero"`` it only rescales the
+        features; with the identity mean only ``mu / (qk_std sqrt(d))`` matters.
+    value_bias : bool, default=True
+        Append a constant 1 to each key in the value part, ``[x_i; 1]``.
+    token_dim : int, default=None
+        Token dimension ``d`` when ``X`` is given flattened to 2-D.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the query-key matrices.
+    device : {None, "cpu", "cuda", "cuda:N"}, default=None
+        Where to compute; ``None`` follows the input (see :ref:`devices`).
+
+    Attributes
+    ----------
+    qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
+        The frozen query-key matrices ``W_m``.
+    n_tokens_ : int
+        Number of tokens (query and keys) seen in ``fit``.
+    token_dim_ : int
+        Token dimension seen in ``fit``.
+    n_features_in_ : int
+        Number of flattened input features, ``n_tokens_ * token_dim_``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the flattened features, when ``X`` is a data frame.
+
+    See Also
+    --------
+    RandomFeatureAttentionRegressor : Ridge regression on these features.
+    MLPRandomFeatures : The two-layer random-feature baseline.
+
+    Examples
+    --------
+    >>> from sklearn_attn import AttentionRandomFeatures
+    >>> from sklearn_attn.datasets import make_token_regression
+    >>> X, y = make_token_regression(n_samples=20, n_keys=4, token_dim=3, random_state=0)
+    >>> X.shape
+    (20, 5, 3)
+    >>> AttentionRandomFeatures(n_heads=10, random_state=0).fit_transform(X).shape
+    (20, 40)
+    """
+
+    _parameter_constraints = {
+        **_QK_CONSTRAINTS,
+        "token_dim": _RIDGE_CONSTRAINTS["token_dim"],
+        "random_state": ["random_state"],
+        "device": [str, None],
+    }
+
+    def __init__(
+        self,
+        n_heads=100,
+        *,
+        qk_mean="zero",
+        qk_mean_scale=1.0,
+        qk_std=None,
+        value_bias=True,
+        token_dim=None,
+        random_state=None,
+        device=None,
+    ):
+        self.n_heads = n_heads
+        self.qk_mean = qk_mean
+        self.qk_mean_scale = qk_mean_scale
+        self.qk_std = qk_std
+        self.value_bias = value_bias
+        self.token_dim = token_dim
+        self.random_state = random_state
+        self.device = device
+
+    @property
+    def _n_features_out(self):
+        return self.n_output_features_
+
+
+class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRidge):
+    """Random-feature attention (RFA): a single attention layer with frozen
+    random query-key matrices and trained value vectors.
+
+    The predictor is
+
+    .. math::
+
+        f(X) = \\sum_{m=1}^{M} \\frac{1}{N} \\sum_{i=1}^{N}
+        \\mathrm{relu}(\\langle x_0, W_m x_i \\rangle)\\,
+        \\langle v_m, [x_i; 1] \\rangle / \\sqrt{M}
+
+    for a query ``x_0`` and keys ``x_1 .. x_N``. The ``W_m`` are drawn once and
+    frozen; the value vectors ``v_m`` are fitted by ridge regression (or, with
+    ``alpha=0``, minimum-norm least squares). The features
+    (:class:`AttentionRandomFeatures`) are never all held in memory: the
+    solver streams over blocks of heads (dual, when ``n_samples`` is at most the
+    number of features) or of samples (primal).
+
+    Read more in the :ref:`User Guide <random_features>`.
+
+    Parameters
+    ----------
+    n_heads : int, default=1000
+        Number of heads ``M``; there are ``M (token_dim + 1)`` trained weights.
+    alpha : float or array-like of shape (n_alphas,), default=1e-3
+        Ridge penalty on the value vectors, on the kernel scale of the
+        features (as in ``KernelRidge`` with the infinite-width kernel);
+        ``0`` gives the minimum-norm least-squares fit. Several values (all
+        positive) are compared by exact leave-one-out error from one
+        eigendecomposition, as ``RidgeCV`` does; the best is ``alpha_``.
+    qk_mean : {"zero", "identity"}, default="zero"
+        Mean of the query-key matrices; ``"identity"`` gives :class:`BiasedRFA`.
+    qk_mean_scale : float, default=1.0
+        The ``mu`` of the identity mean.
+    qk_std : float, default=None
+        Standard deviation of the random part; ``None`` means
+        ``1 / sqrt(token_dim)``.
+    value_bias : bool, default=True
+        Append a constant 1 to each key in the value part.
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept.
+    solver : {"auto", "primal", "dual"}, default="auto"
+        ``"dual"`` decomposes the ``(n_samples, n_samples)`` Gram matrix,
+        ``"primal"`` the ``(n_features, n_features)`` covariance; ``"auto"``
+        picks the smaller.
+    token_dim : int, default=None
+        Token dimension when ``X`` is given flattened to 2-D.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the query-key matrices.
+    device : {None, "cpu", "cuda", "cuda:N"}, default=None
+        Where to compute; ``None`` follows the input (see :ref:`devices`).
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Stacked value vectors ``v_m`` (including the ``1 / sqrt(M)`` scaling).
+    intercept_ : float or ndarray of shape (n_targets,)
+        Intercept.
+    alpha_ : float
+        The penalty used (the leave-one-out choice when several are given).
+    loo_mse_ : ndarray of shape (n_alphas,)
+        Weighted leave-one-out mean squared error of each alpha, averaged over
+        targets; only when several alphas are given.
+    best_score_ : float
+        Negative leave-one-out mean squared error of ``alpha_``; only when
+        several alphas are given.
+    solver_ : {"primal", "dual"}
+        The solver used.
+    qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
+        The frozen query-key matrices.
+    n_tokens_ : int
+        Number of tokens seen in ``fit``.
+    token_dim_ : int
+        Token dimension seen in ``fit``.
+    n_features_in_ : int
+        Number of flattened input features.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the flattened features, when ``X`` is a data frame.
+
+    See Also
+    --------
+    BiasedRFA : The same with identity-mean query-key matrices.
+    RFMLP : The two-layer random-feature baseline.
+    rfa_kernel : The infinite-head limit of the features' inner products.
+
+    Examples
+    --------
+    >>> from sklearn_attn import RandomFeatureAttentionRegressor
+    >>> from sklearn_attn.datasets import make_token_regression
+    >>> X, y = make_token_regression(n_samples=200, n_keys=4, token_dim=4, random_state=0)
+    >>> model = RandomFeatureAttentionRegressor(n_heads=100, random_state=0).fit(X, y)
+    >>> model.predict(X[:2]).shape
+    (2,)
+    """
+
+    _parameter_constraints = {**_QK_CONSTRAINTS, **_RIDGE_CONSTRAINTS}
+
+    def __init__(
+        self,
+        n_heads=1000,
+        *,
+        alpha=1e-3,
+        qk_mean="zero",
+        qk_mean_scale=1.0,
+        qk_std=None,
+        value_bias=True,
+        fit_intercept=True,
+        solver="auto",
+        token_dim=None,
+        random_state=None,
+        device=None,
+    ):
+        self.n_heads = n_heads
+        self.alpha = alpha
+        self.qk_mean = qk_mean
+        self.qk_mean_scale = qk_mean_scale
+        self.qk_std = qk_std
+        self.value_bias = value_bias
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.token_dim = token_dim
+        self.random_state = random_state
+        self.device = device
+
+
+class BiasedRFA(RandomFeatureAttentionRegressor):
+    """Biased random-feature attention: RFA with identity-mean query-key matrices.
+
+    The same model as :class:`RandomFeatureAttentionRegressor` with
+    ``W_m = mu I + qk_std G_m`` by default (``mu = 1``, ``qk_std = 1/sqrt(d)``):
+    on tokens of norm ``sqrt(d)`` the deterministic part ``mu <x_0, x_i>`` is as
+    large as the random part, so the features are close to random-bias ReLUs of
+    the query-key correlation and learn targets built from ``<x_0, x_i>`` from
+    fewer samples (Fu et al., 2023).
+
+    Read more in the :ref:`User Guide <random_features>`.
+
+    Parameters
+    ----------
+    n_heads : int, default=1000
+        Number of heads.
+    alpha : float or array-like of shape (n_alphas,), default=1e-3
+        Ridge penalty (see :class:`RandomFeatureAttentionRegressor`).
+    qk_mean : {"zero", "identity"}, default="identity"
+        Mean of the query-key matrices.
+    qk_mean_scale : float, default=1.0
+        The ``mu`` of the identity mean.
+    qk_std : float, default=None
+        Standard deviation of the random part; ``None`` means
+        ``1 / sqrt(token_dim)``.
+    value_bias : bool, default=True
+        Append a constant 1 to each key in the value part.
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept.
+    solver : {"auto", "primal", "dual"}, default="auto"
+        Primal or dual ridge solver.
+    token_dim : int, default=None
+        Token dimension when ``X`` is given flattened to 2-D.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the query-key matrices.
+    device : {None, "cpu", "cuda", "cuda:N"}, default=None
+        Where to compute.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Stacked value vectors.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Intercept.
+    alpha_ : float
+        The penalty used.
+    loo_mse_ : ndarray of shape (n_alphas,)
+        Leave-one-out error of each alpha (several alphas only).
+    best_score_ : float
+        Negative leave-one-out error of ``alpha_`` (several alphas only).
+    solver_ : {"primal", "dual"}
+        The solver used.
+    qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
+        The frozen query-key matrices.
+    n_tokens_ : int
+        Number of tokens seen in ``fit``.
+    token_dim_ : int
+        Token dimension seen in ``fit``.
+    n_features_in_ : int
+        Number of flattened input features.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the flattened features, when ``X`` is a data frame.
+
+    See Also
+    --------
+    RandomFeatureAttentionRegressor : Zero-mean query-key matrices.
+    brfa_kernel : The infinite-head limit.
+
+    Examples
+    --------
+    >>> from sklearn_attn import BiasedRFA
+    >>> from sklearn_attn.datasets import make_token_regression
+    >>> X, y = make_token_regression(
+    ...     n_samples=200, n_keys=4, token_dim=4, target="correlation", random_state=0)
+    >>> BiasedRFA(n_heads=100, random_state=0).fit(X, y).qk_weights_.shape
+    (100, 4, 4)
+    """
+
+    def __init__(
+        self,
+        n_heads=1000,
+        *,
+        alpha=1e-3,
+        qk_mean="identity",
+        qk_mean_scale=1.0,
+        qk_std=None,
+        value_bias=True,
+        fit_intercept=True,
+        solver="auto",
+        token_dim=None,
+        random_state=None,
+        device=None,
+    ):
+        super().__init__(
+            n_heads,
+            alpha=alpha,
+            qk_mean=qk_mean,
+            qk_mean_scale=qk_mean_scale,
+            qk_std=qk_std,
+            value_bias=value_bias,
+            fit_intercept=fit_intercept,
+            solver=solver,
+            token_dim=token_dim,
+            random_state=random_state,
+            device=device,
+        )

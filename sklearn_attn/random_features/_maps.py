@@ -1,0 +1,178 @@
+"""Random feature maps as matrix products, computed block by block.
+
+The two maps (attention and MLP) are exposed to the ridge core as
+:class:`~sklearn_attn._ridge.FeatureBlocks`: any block of rows (samples) and
+columns (features, aligned to heads or units) is computed on demand, so that no
+caller needs the full ``(n_samples, n_features)`` matrix.
+
+On the CPU, rows are cut into small chunks that keep the per-chunk
+intermediates in cache and are spread over threads, each running
+single-threaded BLAS: the per-sample products are too small for BLAS to
+parallelise by itself. The thread count is the BLAS thread count in force, so
+inside a joblib worker limited to one thread this stays serial.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+from sklearn import get_config
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from .._ridge import FeatureBlocks
+
+# Samples per chunk on the CPU: small enough for the (chunk, heads, keys)
+# intermediates of a block of heads to stay in cache (measured: 32-64 best).
+_CPU_CHUNK = 32
+
+
+def _blas_threads():
+    counts = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    return max(1, min(counts)) if counts else 1
+
+
+def working_memory_bytes():
+    """scikit-learn's ``working_memory`` setting, in bytes."""
+    return get_config()["working_memory"] * 2**20
+
+
+class _ChunkedMap(FeatureBlocks):
+    """Shared blocking logic; subclasses define ``_fill(rows, units, out)``.
+
+    ``unit_width`` features belong to each unit (head or hidden unit).
+    """
+
+    unit_width: int
+    n_units: int
+
+    def __init__(self, n_samples, device, bytes_per_sample_unit):
+        self.n_samples = n_samples
+        self.n_features = self.n_units * self.unit_width
+        self.device = device
+        self._bytes_per_sample_unit = bytes_per_sample_unit
+
+    # -- block layout ------------------------------------------------------------
+    def row_blocks(self):
+        per_sample = self._bytes_per_sample_unit * self.n_units
+        size = max(1, int(working_memory_bytes() // max(per_sample, 1)))
+        return [slice(s, min(s + size, self.n_samples)) for s in range(0, self.n_samples, size)]
+
+    def column_blocks(self):
+        per_unit = self._bytes_per_sample_unit * self.n_samples
+        units = max(1, int(working_memory_bytes() // max(per_unit, 1)))
+        w = self.unit_width
+        return [
+            slice(u * w, min(u + units, self.n_units) * w) for u in range(0, self.n_units, units)
+        ]
+
+    # -- computation ----------------------------------------------------------------
+    def compute(self, rows, cols):
+        w = self.unit_width
+        if cols.start % w or (cols.stop % w and cols.stop != self.n_features):
+            raise ValueError("column blocks must be aligned to whole units")
+        units = slice(cols.start // w, math.ceil(cols.stop / w))
+        n_rows = len(range(*rows.indices(self.n_samples)))
+        xp = self.device.xp
+        out = xp.empty((n_rows, (units.stop - units.start) * w), dtype=self.dtype)
+        if self.device.kind != "cpu":
+            self._fill(rows, units, out)
+            return out
+        start = rows.start or 0
+        chunks = [
+            (slice(start + s, start + min(s + _CPU_CHUNK, n_rows)), slice(s, min(s + _CPU_CHUNK, n_rows)))
+            for s in range(0, n_rows, _CPU_CHUNK)
+        ]
+        n_threads = min(_blas_threads(), len(chunks))
+        if n_threads <= 1:
+            with threadpool_limits(1, user_api="blas"):
+                for src, dst in chunks:
+                    self._fill(src, units, out[dst])
+            return out
+        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
+            # Each worker fills its own rows of `out`: no shared writes.
+            list(pool.map(lambda pair: self._fill(pair[0], units, out[pair[1]]), chunks))
+        return out
+
+
+class AttentionMap(_ChunkedMap):
+    """phi_m(X) = (1/N) sum_i relu(<x_0, W_m x_i>) [x_i; 1] / sqrt(M).
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_tokens, d), query first
+    qk_weights : array of shape (n_heads, d, d)
+    value_bias : bool
+    device : Device
+    """
+
+    def __init__(self, X, qk_weights, value_bias, device):
+        xp = device.xp
+        self.X = X
+        self.dtype = X.dtype
+        n_heads, d, _ = qk_weights.shape
+        self.n_units = n_heads
+        self.d = d
+        self.n_keys = X.shape[1] - 1
+        self.unit_width = d + 1 if value_bias else d
+        self.value_bias = value_bias
+        # W stacked as (d, heads * d): x_0^T W_m for all heads is one product.
+        self.qk_stacked = xp.ascontiguousarray(
+            qk_weights.transpose(1, 0, 2).reshape(d, n_heads * d), dtype=self.dtype
+        )
+        self.scale = 1.0 / (self.n_keys * math.sqrt(n_heads))
+        bytes_per = X.dtype.itemsize * (2 * d + self.n_keys + 1)
+        super().__init__(X.shape[0], device, bytes_per)
+
+    def _fill(self, rows, units, out):
+        xp = self.device.xp
+        x = self.X[rows]
+        n, d, n_keys = x.shape[0], self.d, self.n_keys
+        n_heads = units.stop - units.start
+        queries = x[:, 0, :] @ self.qk_stacked[:, units.start * d : units.stop * d]
+        keys = x[:, 1:, :]
+        # scores[s, m, i] = <x_0, W_m x_i>: one small product per sample.
+        scores = xp.matmul(queries.reshape(n, n_heads, d), keys.transpose(0, 2, 1))
+        xp.maximum(scores, 0, out=scores)
+        scores *= self.scale
+        values = keys
+        if self.value_bias:
+            values = xp.concatenate([keys, xp.ones((n, n_keys, 1), dtype=x.dtype)], axis=2)
+        xp.matmul(scores, values, out=out.reshape(n, n_heads, self.unit_width))
+
+
+class MLPMap(_ChunkedMap):
+    """phi_m(X) = relu(<w_m, [vec X; 1]>) / sqrt(M) (the 1 only with ``bias``).
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_tokens, d)
+    weights : array of shape (n_units, D) with D = n_tokens * d (+ 1 with bias)
+    device : Device
+    """
+
+    unit_width = 1
+
+    def __init__(self, X, weights, device):
+        self.X = X.reshape(X.shape[0], -1)
+        self.dtype = X.dtype
+        self.n_units = weights.shape[0]
+        self.bias = weights.shape[1] == self.X.shape[1] + 1
+        w = device.xp.asarray(weights, dtype=self.dtype)
+        self.weights_t = device.xp.ascontiguousarray(w[:, : self.X.shape[1]].T)
+        self.offset = w[:, -1] if self.bias else None
+        self.scale = 1.0 / math.sqrt(self.n_units)
+        super().__init__(X.shape[0], device, X.dtype.itemsize)
+
+    def compute(self, rows, cols):
+        # One large product: BLAS parallelises it well, no chunking needed.
+        xp = self.device.xp
+        out = self.X[rows] @ self.weights_t[:, cols]
+        if self.bias:
+            out += self.offset[cols]
+        xp.maximum(out, 0, out=out)
+        out *= self.scale
+        return out
+
+
+__all__ = ["AttentionMap", "MLPMap", "working_memory_bytes"]
