@@ -6,6 +6,9 @@ from .random_features import (
     BiasedRFA,
     MLPRandomFeatures,
     RandomFeatureAttentionRegressor,
+    brfa_kernel,
+    rfa_kernel,
+    rfmlp_kernel,
 )
 
 __version__ = "0.1.0.dev0"
@@ -17,4 +20,7 @@ __all__ = [
     "RFMLP",
     "RandomFeatureAttentionRegressor",
     "__version__",
+    "brfa_kernel",
+    "rfa_kernel",
+    "rfmlp_kernel",
 ]

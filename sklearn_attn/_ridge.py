@@ -45,7 +45,7 @@ class FeatureBlocks:
     device: Device
 
     def compute(self, rows: slice, cols: slice):  # pragma: no cover - interface
-        """Return ``Phi[rows, cols]`` as a new float64 array on ``self.device``.
+        """Return ``Phi[rows, cols]`` as a new floating array on ``self.device``.
 
         The caller owns the result and may modify it in place.
         """

@@ -1,6 +1,7 @@
 """Random-feature attention (RFA, BiasedRFA) and the random-feature MLP baseline."""
 
 from ._attention import AttentionRandomFeatures, BiasedRFA, RandomFeatureAttentionRegressor
+from ._kernels import brfa_kernel, rfa_kernel, rfmlp_kernel
 from ._mlp import RFMLP, MLPRandomFeatures
 
 __all__ = [
@@ -9,4 +10,7 @@ __all__ = [
     "MLPRandomFeatures",
     "RFMLP",
     "RandomFeatureAttentionRegressor",
+    "brfa_kernel",
+    "rfa_kernel",
+    "rfmlp_kernel",
 ]
