@@ -244,9 +244,10 @@ def _inverse_spectrum(evals, alpha):
     if alpha > 0:
         inv = 1.0 / (evals + alpha)
     else:
-        cutoff = np.finfo(np.float64).eps * evals.shape[0] * max(float(abs(evals).max()), 1e-300)
-        inv = 1.0 / evals
-        inv[evals <= cutoff] = 0.0
+        cutoff = np.finfo(np.float64).eps * evals.shape[0] * float(abs(evals).max())
+        keep = evals > cutoff
+        inv = evals * 0.0
+        inv[keep] = 1.0 / evals[keep]
     return inv
 
 
@@ -271,7 +272,10 @@ def _solve_primal(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept)
     feature_mean = cross[:, 0] / weight_sum
     rhs = cross[:, 1:]
     if fit_intercept:
-        cov -= weight_sum * xp.outer(feature_mean, feature_mean)
+        # Centre in place, in row blocks: no (p, p) temporary.
+        for block_rows in _slices(p, 1024):
+            cov[block_rows] -= weight_sum * feature_mean[block_rows, None] * feature_mean
+
     loo_mse = None
     alpha_index = 0
     if alphas.size == 1 and alphas[0] > 0:
