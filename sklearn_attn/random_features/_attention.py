@@ -93,7 +93,7 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         Token dimension seen in ``fit``.
     n_features_in_ : int
         Number of flattened input features, ``n_tokens_ * token_dim_``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the flattened features, when ``X`` is a data frame.
 
     See Also
@@ -222,7 +222,7 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         Token dimension seen in ``fit``.
     n_features_in_ : int
         Number of flattened input features.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the flattened features, when ``X`` is a data frame.
 
     See Also
@@ -331,7 +331,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         Token dimension seen in ``fit``.
     n_features_in_ : int
         Number of flattened input features.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the flattened features, when ``X`` is a data frame.
 
     See Also

@@ -80,7 +80,7 @@ class MLPRandomFeatures(_MLPFeaturesMixin, _RandomFeatureTransformer):
         Token dimension seen in ``fit``.
     n_features_in_ : int
         Number of flattened input features.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the flattened features, when ``X`` is a data frame.
 
     See Also
@@ -183,7 +183,7 @@ class RFMLP(_MLPFeaturesMixin, _RandomFeatureRidge):
         Token dimension seen in ``fit``.
     n_features_in_ : int
         Number of flattened input features.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the flattened features, when ``X`` is a data frame.
 
     See Also
