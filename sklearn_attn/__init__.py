@@ -1,5 +1,7 @@
 """scikit-learn compatible estimators for learning single attention layers."""
 
+from .attention import MultiHeadAttentionLearner
+from .potts import PottsPseudoLikelihood
 from .random_features import (
     RFMLP,
     AttentionRandomFeatures,
@@ -17,6 +19,8 @@ __all__ = [
     "AttentionRandomFeatures",
     "BiasedRFA",
     "MLPRandomFeatures",
+    "MultiHeadAttentionLearner",
+    "PottsPseudoLikelihood",
     "RFMLP",
     "RandomFeatureAttentionRegressor",
     "__version__",

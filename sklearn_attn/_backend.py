@@ -96,7 +96,9 @@ class _NullContext:
 def _check_cuda_available(index: int) -> None:
     cupy = _import_cupy()
     if cupy is None:
-        raise ImportError(f"device='cuda' needs CuPy, which is not installed. {_INSTALL_HINT}")
+        raise ImportError(
+            f"device='cuda' needs CuPy, which is not installed. {_INSTALL_HINT}"
+        )
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # pragma: no cover - needs a broken CUDA setup
@@ -106,7 +108,8 @@ def _check_cuda_available(index: int) -> None:
         ) from exc
     if index >= count:  # pragma: no cover - needs a GPU
         raise ValueError(
-            f"device='cuda:{index}' was requested but only {count} CUDA device(s) exist."
+            f"device='cuda:{index}' was requested but only {count} CUDA "
+            "device(s) exist."
         )
 
 
@@ -145,7 +148,9 @@ def resolve_device(device: str | None, *arrays: Any) -> Device:
         return Device("cpu")
     match = _CUDA_PATTERN.match(device)
     if match is None:
-        raise ValueError(f"device must be None, 'cpu', 'cuda' or 'cuda:N'; got {device!r}.")
+        raise ValueError(
+            f"device must be None, 'cpu', 'cuda' or 'cuda:N'; got {device!r}."
+        )
     index = int(match.group(1) or 0)
     _check_cuda_available(index)
     return Device("cuda", index)
@@ -198,8 +203,12 @@ def cholesky_solve(matrix, rhs, device: Device):
     lower = xp.linalg.cholesky(matrix)  # pragma: no cover
     if not bool(xp.isfinite(lower).all()):  # pragma: no cover
         raise np.linalg.LinAlgError("matrix is not positive definite")
-    tmp = cupyx.scipy.linalg.solve_triangular(lower, rhs, lower=True)  # pragma: no cover
-    return cupyx.scipy.linalg.solve_triangular(lower.T, tmp, lower=False)  # pragma: no cover
+    tmp = cupyx.scipy.linalg.solve_triangular(
+        lower, rhs, lower=True
+    )  # pragma: no cover
+    return cupyx.scipy.linalg.solve_triangular(
+        lower.T, tmp, lower=False
+    )  # pragma: no cover
 
 
 class DeviceCacheMixin:
@@ -220,7 +229,11 @@ class DeviceCacheMixin:
         return cache[key]
 
     def __getstate__(self):
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
+        state = (
+            super().__getstate__()
+            if hasattr(super(), "__getstate__")
+            else dict(self.__dict__)
+        )
         state = dict(state)
         state.pop("_device_cache", None)
         return state
@@ -244,3 +257,42 @@ def gram_update(gram, block, device: Device) -> None:
         gram += block @ block.T
 
 
+def symmetric_matvec(matrix, vector, device: Device):
+    """``matrix @ vector`` reading only the lower triangle on the CPU (BLAS symv)."""
+    if device.kind == "cpu":
+        from scipy.linalg.blas import dsymv
+
+        return dsymv(1.0, matrix, vector, lower=1)
+    return matrix @ vector
+
+
+def symmetric_rank2_update(matrix, alpha, u, v, device: Device) -> None:
+    """``matrix += alpha (u v^T + v u^T)`` in place (lower triangle on the CPU).
+
+    On the CPU ``matrix`` must be Fortran-ordered float64 (BLAS syr2).
+    """
+    if device.kind == "cpu":
+        from scipy.linalg.blas import dsyr2
+
+        dsyr2(alpha, u, v, a=matrix, lower=1, overwrite_a=1)
+    else:
+        matrix += alpha * (u[:, None] * v[None, :] + v[:, None] * u[None, :])
+
+
+def limit_optimizer_blas():
+    """Context manager: every BLAS library except NumPy's runs single-threaded.
+
+    NumPy and SciPy wheels each bundle an OpenBLAS. In an optimisation loop the
+    heavy products run in NumPy's while SciPy's only serves the optimiser's
+    vector updates; with both pools at full size their idle threads spin against
+    each other on few cores and an evaluation can take several times longer.
+    """
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
+    others = [
+        lib
+        for lib in controller.lib_controllers
+        if lib.user_api == "blas" and "numpy" not in lib.filepath
+    ]
+    return controller.select(filepath=[lib.filepath for lib in others]).limit(limits=1)

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import Device, cholesky_solve, eigh, gram_update, to_host
+from ._backend import (
+    Device,
+    cholesky_solve,
+    eigh,
+    gram_update,
+    symmetric_matvec,
+    symmetric_rank2_update,
+    to_host,
+)
 
 __all__ = ["FeatureBlocks", "ExplicitFeatures", "RidgeSolution", "fit_ridge"]
 
@@ -63,10 +71,10 @@ class FeatureBlocks:
 class ExplicitFeatures(FeatureBlocks):
     """A feature matrix held in memory, cut into fixed-size blocks."""
 
-    def __init__(self, features, device=Device(), block_size=256):
+    def __init__(self, features, device=None, block_size=256):
         self.features = features
         self.n_samples, self.n_features = features.shape
-        self.device = device
+        self.device = Device() if device is None else device
         self.block_size = block_size
 
     def compute(self, rows, cols):
@@ -107,7 +115,9 @@ class RidgeSolution:
     mode: str
 
 
-def fit_ridge(features, y, alphas, *, sample_weight=None, fit_intercept=True, mode="auto"):
+def fit_ridge(
+    features, y, alphas, *, sample_weight=None, fit_intercept=True, mode="auto"
+):
     """Weighted ridge regression with an unpenalised intercept.
 
     Minimises ``sum_i w_i ||y_i - Phi_i coef - intercept||^2 + alpha ||coef||^2``.
@@ -135,45 +145,54 @@ def fit_ridge(features, y, alphas, *, sample_weight=None, fit_intercept=True, mo
     n, p = features.n_samples, features.n_features
     if mode == "auto":
         mode = "dual" if n <= p else "primal"
-    weights = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    weights = (
+        np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    )
     weight_sum = weights.sum()
     y_mean = weights @ y / weight_sum if fit_intercept else np.zeros(y.shape[1])
     sqrt_w = xp.asarray(np.sqrt(weights))
+    # Unit weights need no row scaling of the feature blocks.
+    scale_rows = sample_weight is not None
     # Targets in the weighted, centred problem: sqrt(w) * (y - y_mean).
     y_scaled = sqrt_w[:, None] * xp.asarray(y - y_mean)
     solver = _solve_dual if mode == "dual" else _solve_primal
     coef, feature_mean, alpha_index, loo_mse = solver(
-        features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept
+        features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept, scale_rows
     )
     coef = to_host(coef)
     intercept = y_mean - (to_host(feature_mean) @ coef if fit_intercept else 0.0)
-    return RidgeSolution(coef, np.asarray(intercept), alpha_index,
-                         None if loo_mse is None else to_host(loo_mse), mode)
+    return RidgeSolution(
+        coef,
+        np.asarray(intercept),
+        alpha_index,
+        None if loo_mse is None else to_host(loo_mse),
+        mode,
+    )
 
 
 # -- dual: Gram matrix over samples ------------------------------------------------
 
 
-def _dual_gram(features, sqrt_w, weight_sum, fit_intercept):
+def _dual_gram(features, sqrt_w, weight_sum, fit_intercept, scale_rows):
     """``P D Phi Phi^T D P``: the weighted Gram matrix, centred if needed."""
-    xp = features.device.xp
+    device = features.device
+    xp = device.xp
     n = features.n_samples
     gram = xp.zeros((n, n), dtype=np.float64, order="F")
     all_rows = slice(0, n)
     for cols in features.column_blocks():
         block = features.compute(all_rows, cols)
-        block *= sqrt_w[:, None]
-        gram_update(gram, block, features.device)
-    _symmetrize_lower(gram, xp)
+        if scale_rows:
+            block *= sqrt_w[:, None]
+        gram_update(gram, block, device)
     if fit_intercept:
-        # Centring the features is the projection P = I - s s^T / sum(w) applied
-        # on both sides (s = sqrt(w)); it costs O(n^2), not a pass over Phi.
-        gram_s = gram @ sqrt_w
-        centre = (sqrt_w @ gram_s) / weight_sum
-        for rows in _slices(n, 1024):
-            gram[rows] -= (
-                gram_s[rows, None] * sqrt_w[None, :] + sqrt_w[rows, None] * gram_s[None, :]
-            ) / weight_sum - centre / weight_sum * sqrt_w[rows, None] * sqrt_w[None, :]
+        # Centring the features is the projection P = I - s s^T / sum(w) on both
+        # sides (s = sqrt(w)): a symmetric rank-2 update, O(n^2), no pass over Phi.
+        # P K P = K - (v s^T + s v^T) / sum(w) with v = K s - (s^T K s) s / (2 sum(w)).
+        gram_s = symmetric_matvec(gram, sqrt_w, device)
+        v = gram_s - (sqrt_w @ gram_s) / (2.0 * weight_sum) * sqrt_w
+        symmetric_rank2_update(gram, -1.0 / weight_sum, v, sqrt_w, device)
+    _symmetrize_lower(gram, xp)
     return gram
 
 
@@ -187,11 +206,13 @@ def _symmetrize_lower(matrix, xp, block=1024):
         tile[...] = xp.tril(tile) + xp.tril(tile, -1).T
 
 
-def _solve_dual(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept):
+def _solve_dual(
+    features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept, scale_rows
+):
     device = features.device
     xp = device.xp
     n = features.n_samples
-    gram = _dual_gram(features, sqrt_w, weight_sum, fit_intercept)
+    gram = _dual_gram(features, sqrt_w, weight_sum, fit_intercept, scale_rows)
     loo_mse = None
     alpha_index = 0
     dual_coef = None
@@ -201,7 +222,7 @@ def _solve_dual(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept):
             dual_coef = cholesky_solve(gram, y_scaled, device)
         except np.linalg.LinAlgError:
             # Ill-conditioned for this alpha: rebuild and use the eigen route.
-            gram = _dual_gram(features, sqrt_w, weight_sum, fit_intercept)
+            gram = _dual_gram(features, sqrt_w, weight_sum, fit_intercept, scale_rows)
     if dual_coef is None:
         evals, evecs = eigh(gram, device)
         del gram
@@ -220,14 +241,18 @@ def _solve_dual(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept):
             # is removed. Then 1 - leverage_i = alpha * inv_diag_i.
             inv_diag = evecs @ inv
             if fit_intercept:
-                inv_diag -= (sqrt_w**2)[:, None] / (weight_sum * xp.asarray(alphas)[None, :])
+                inv_diag -= (sqrt_w**2)[:, None] / (
+                    weight_sum * xp.asarray(alphas)[None, :]
+                )
             loo_mse = ((coefs / inv_diag[:, :, None]) ** 2).sum(axis=0) / weight_sum
             alpha_index = int(xp.argmin(loo_mse.mean(axis=1)))
             dual_coef = coefs[:, alpha_index, :]
         del evecs
     # Back to feature space: coef = Phi^T D P a, and the weighted feature mean.
     if fit_intercept:
-        dual_coef = dual_coef - sqrt_w[:, None] * (sqrt_w @ dual_coef)[None, :] / weight_sum
+        dual_coef = (
+            dual_coef - sqrt_w[:, None] * (sqrt_w @ dual_coef)[None, :] / weight_sum
+        )
     rhs = sqrt_w[:, None] * dual_coef
     if fit_intercept:
         rhs = xp.concatenate([rhs, (sqrt_w**2 / weight_sum)[:, None]], axis=1)
@@ -254,7 +279,9 @@ def _inverse_spectrum(evals, alpha):
 # -- primal: covariance over features ---------------------------------------------
 
 
-def _solve_primal(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept):
+def _solve_primal(
+    features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept, scale_rows
+):
     device = features.device
     xp = device.xp
     p = features.n_features
@@ -262,11 +289,14 @@ def _solve_primal(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept)
     cov = xp.zeros((p, p), dtype=np.float64, order="F")
     # Phi^T [w, D y_scaled]: feature sums and the right-hand side in one product.
     cross = xp.zeros((p, 1 + y_scaled.shape[1]))
-    rhs_cols = xp.concatenate([(sqrt_w**2)[:, None], sqrt_w[:, None] * y_scaled], axis=1)
+    rhs_cols = xp.concatenate(
+        [(sqrt_w**2)[:, None], sqrt_w[:, None] * y_scaled], axis=1
+    )
     for rows in features.row_blocks():
         block = features.compute(rows, all_cols)
         cross += block.T @ rhs_cols[rows]
-        block *= sqrt_w[rows, None]
+        if scale_rows:
+            block *= sqrt_w[rows, None]
         gram_update(cov, block.T, device)
     _symmetrize_lower(cov, xp)
     feature_mean = cross[:, 0] / weight_sum
@@ -274,7 +304,9 @@ def _solve_primal(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept)
     if fit_intercept:
         # Centre in place, in row blocks: no (p, p) temporary.
         for block_rows in _slices(p, 1024):
-            cov[block_rows] -= weight_sum * feature_mean[block_rows, None] * feature_mean
+            cov[block_rows] -= (
+                weight_sum * feature_mean[block_rows, None] * feature_mean
+            )
 
     loo_mse = None
     alpha_index = 0
@@ -299,7 +331,8 @@ def _solve_primal(features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept)
         block = features.compute(rows, all_cols)
         if fit_intercept:
             block -= feature_mean[None, :]
-        block *= sqrt_w[rows, None]
+        if scale_rows:
+            block *= sqrt_w[rows, None]
         rotated = block @ evecs
         fitted = (rotated @ coefs_rotated).reshape(-1, alphas.size, n_targets)
         rotated **= 2

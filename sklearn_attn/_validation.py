@@ -25,10 +25,13 @@ def _token_layout(X, token_dim, what="X"):
         X = np.asarray(X)
         ndim = X.ndim
     if token_dim is not None and (
-        not isinstance(token_dim, numbers.Integral) or isinstance(token_dim, bool)
+        not isinstance(token_dim, numbers.Integral)
+        or isinstance(token_dim, bool)
         or token_dim < 1
     ):
-        raise ValueError(f"token_dim must be a positive integer or None; got {token_dim!r}.")
+        raise ValueError(
+            f"token_dim must be a positive integer or None; got {token_dim!r}."
+        )
     if ndim == 3:
         n_samples, n_tokens, dim = X.shape
         if token_dim is not None and dim != token_dim:
@@ -58,7 +61,14 @@ def _token_layout(X, token_dim, what="X"):
 
 
 def check_token_array(
-    estimator, X, y="no_validation", *, reset, token_dim=None, min_tokens=2, multi_output=True,
+    estimator,
+    X,
+    y="no_validation",
+    *,
+    reset,
+    token_dim=None,
+    min_tokens=2,
+    multi_output=True,
     y_numeric=True,
 ):
     """Validate token input and return it as ``(n_samples, n_tokens, token_dim)``.
@@ -83,8 +93,12 @@ def check_token_array(
                 f"X has {X_2d.shape[1]} features, but {type(estimator).__name__} "
                 f"is expecting {estimator.n_features_in_} features as input."
             )
-        X_valid = X_2d if X_2d.dtype in (xp.float32, xp.float64) else X_2d.astype(xp.float64)
-        y_valid = None if isinstance(y, str) else np.asarray(to_host(y), dtype=np.float64)
+        X_valid = (
+            X_2d if X_2d.dtype in (xp.float32, xp.float64) else X_2d.astype(xp.float64)
+        )
+        y_valid = (
+            None if isinstance(y, str) else np.asarray(to_host(y), dtype=np.float64)
+        )
     else:
         kwargs = dict(reset=reset, dtype=[np.float64, np.float32])
         if isinstance(y, str) and y == "no_validation":
@@ -92,7 +106,11 @@ def check_token_array(
             y_valid = None
         else:
             X_valid, y_valid = validate_data(
-                estimator, X_2d, y, multi_output=multi_output, y_numeric=y_numeric,
+                estimator,
+                X_2d,
+                y,
+                multi_output=multi_output,
+                y_numeric=y_numeric,
                 **kwargs,
             )
     if min_tokens and n_tokens < min_tokens:
@@ -124,9 +142,14 @@ def check_sample_weight(sample_weight, n_samples, dtype=np.float64):
     if sample_weight is None:
         return None
     sample_weight = _check_sample_weight(
-        to_host(sample_weight), np.empty((n_samples, 0)), dtype=dtype,
-        ensure_non_negative=True, copy=False,
+        to_host(sample_weight),
+        np.empty((n_samples, 0)),
+        dtype=dtype,
+        ensure_non_negative=True,
+        copy=False,
     )
     if not np.any(sample_weight > 0):
-        raise ValueError("sample_weight must have at least one positive entry; all are zero.")
+        raise ValueError(
+            "sample_weight must have at least one positive entry; all are zero."
+        )
     return sample_weight

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from sklearn_attn import RandomFeatureAttentionRegressor
-from sklearn_attn._backend import Device, is_device_array, resolve_device, to_device, to_host
+from sklearn_attn._backend import (
+    Device,
+    is_device_array,
+    resolve_device,
+    to_device,
+    to_host,
+)
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 
@@ -23,7 +29,9 @@ def test_cpu_device():
 
 @pytest.mark.parametrize("device", ["gpu", "cuda:x", "cuda:-1", "CPU"])
 def test_unknown_device_string(device):
-    with pytest.raises(ValueError, match="device must be None, 'cpu', 'cuda' or 'cuda:N'"):
+    with pytest.raises(
+        ValueError, match="device must be None, 'cpu', 'cuda' or 'cuda:N'"
+    ):
         resolve_device(device)
 
 
@@ -73,9 +81,13 @@ def test_gpu_and_cpu_predictions_agree(tokens):  # pragma: no cover - needs a GP
     gpu = RandomFeatureAttentionRegressor(n_heads=50, random_state=0, device="cuda")
     gpu.fit(X, y)
     np.testing.assert_allclose(gpu.predict(X), cpu.predict(X), rtol=1e-6, atol=1e-8)
-    out = RandomFeatureAttentionRegressor(n_heads=50, random_state=0).fit(
-        cupy.asarray(X), y
-    ).predict(cupy.asarray(X))
+    out = (
+        RandomFeatureAttentionRegressor(n_heads=50, random_state=0)
+        .fit(cupy.asarray(X), y)
+        .predict(cupy.asarray(X))
+    )
     assert is_device_array(out)
     restored = pickle.loads(pickle.dumps(gpu))
-    np.testing.assert_allclose(restored.predict(X), cpu.predict(X), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        restored.predict(X), cpu.predict(X), rtol=1e-6, atol=1e-8
+    )

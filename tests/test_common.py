@@ -1,6 +1,5 @@
 """scikit-learn's own estimator checks over every public estimator and transformer."""
 
-import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_attn import (

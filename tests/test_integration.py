@@ -27,7 +27,10 @@ def data():
 
 def _search(n_jobs=None):
     return GridSearchCV(
-        RandomFeatureAttentionRegressor(random_state=0), GRID, cv=KFold(3), n_jobs=n_jobs
+        RandomFeatureAttentionRegressor(random_state=0),
+        GRID,
+        cv=KFold(3),
+        n_jobs=n_jobs,
     )
 
 
@@ -45,7 +48,8 @@ def test_grid_search_under_loky_matches_sequential(data):
     with parallel_backend("loky", n_jobs=2):
         parallel = _search(n_jobs=2).fit(X, y)
     assert_allclose(
-        parallel.cv_results_["mean_test_score"], sequential.cv_results_["mean_test_score"]
+        parallel.cv_results_["mean_test_score"],
+        sequential.cv_results_["mean_test_score"],
     )
 
 
@@ -53,13 +57,22 @@ def test_grid_search_on_a_dask_cluster(data):
     distributed = pytest.importorskip("distributed")
     X, y = data
     sequential = _search().fit(X, y)
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, silence_logs=40,
-    ) as cluster, distributed.Client(cluster), parallel_backend("dask"):
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=40,
+        ) as cluster,
+        distributed.Client(cluster),
+        parallel_backend("dask"),
+    ):
         on_dask = _search(n_jobs=-1).fit(X, y)
     assert_allclose(
-        on_dask.cv_results_["mean_test_score"], sequential.cv_results_["mean_test_score"]
+        on_dask.cv_results_["mean_test_score"],
+        sequential.cv_results_["mean_test_score"],
     )
 
 
@@ -81,11 +94,14 @@ def test_pipeline_on_flattened_input(data):
     X, y = data
     flat = X.reshape(len(X), -1)
     pipe = make_pipeline(
-        StandardScaler(), RandomFeatureAttentionRegressor(n_heads=20, token_dim=3, random_state=0)
+        StandardScaler(),
+        RandomFeatureAttentionRegressor(n_heads=20, token_dim=3, random_state=0),
     )
     scores = cross_val_score(pipe, flat, y, cv=3)
     assert np.all(np.isfinite(scores))
-    search = GridSearchCV(pipe, {"randomfeatureattentionregressor__alpha": [0.01, 1.0]}, cv=3)
+    search = GridSearchCV(
+        pipe, {"randomfeatureattentionregressor__alpha": [0.01, 1.0]}, cv=3
+    )
     assert search.fit(flat, y).predict(flat).shape == y.shape
 
 

@@ -84,7 +84,9 @@ def test_query_key_weight_laws():
     assert abs(zero.std() - 0.5) < 0.01
     biased = BiasedRFA(n_heads=4000, qk_mean_scale=2.0, random_state=0)
     weights = biased.fit(X, np.arange(2.0)).qk_weights_
-    assert_allclose(weights - zero, np.broadcast_to(2 * np.eye(d), zero.shape), atol=1e-12)
+    assert_allclose(
+        weights - zero, np.broadcast_to(2 * np.eye(d), zero.shape), atol=1e-12
+    )
 
 
 def test_float32_features_stay_float32():
@@ -100,7 +102,9 @@ def test_flat_and_3d_inputs_agree(Estimator, _, width, tokens):
     X, y = tokens
     flat = X.reshape(len(X), -1)
     model_3d = Estimator(**{width: 30}, random_state=0).fit(X, y)
-    model_2d = Estimator(**{width: 30}, token_dim=X.shape[2], random_state=0).fit(flat, y)
+    model_2d = Estimator(**{width: 30}, token_dim=X.shape[2], random_state=0).fit(
+        flat, y
+    )
     assert_array_equal(model_3d.predict(X), model_2d.predict(flat))
     assert_array_equal(model_2d.predict(X), model_3d.predict(X))
 
@@ -160,11 +164,15 @@ def test_alpha_zero_is_minimum_norm_least_squares(solver, tokens):
         model = RandomFeatureAttentionRegressor(
             n_heads=n_heads, alpha=0.0, solver=solver, random_state=0
         ).fit(X, y)
-        features = AttentionRandomFeatures(n_heads=n_heads, random_state=0).fit_transform(X)
+        features = AttentionRandomFeatures(
+            n_heads=n_heads, random_state=0
+        ).fit_transform(X)
         centred = features - features.mean(axis=0)
         coef = np.linalg.pinv(centred) @ (y - y.mean())
         assert_allclose(model.coef_, coef, rtol=1e-6, atol=1e-8)
-        assert_allclose(model.intercept_, y.mean() - features.mean(axis=0) @ coef, atol=1e-7)
+        assert_allclose(
+            model.intercept_, y.mean() - features.mean(axis=0) @ coef, atol=1e-7
+        )
 
 
 @pytest.mark.parametrize("solver", ["primal", "dual"])
@@ -174,7 +182,10 @@ def test_leave_one_out_matches_brute_force(solver, weighted, tokens):
     alphas = [1e-3, 1e-2, 1e-1, 1.0]
     weights = np.random.default_rng(1).uniform(0.5, 2, len(y)) if weighted else None
     model = RandomFeatureAttentionRegressor(
-        n_heads=6 if solver == "primal" else 30, alpha=alphas, solver=solver, random_state=0
+        n_heads=6 if solver == "primal" else 30,
+        alpha=alphas,
+        solver=solver,
+        random_state=0,
     ).fit(X, y, sample_weight=weights)
     w = np.ones(len(y)) if weights is None else weights
     brute = []
@@ -215,9 +226,12 @@ def test_pipeline_of_transformer_and_ridge_equals_regressor(tokens):
     X, y = tokens
     flat = X.reshape(len(X), -1)
     pipe = make_pipeline(
-        AttentionRandomFeatures(n_heads=25, token_dim=4, random_state=0), Ridge(alpha=0.1)
+        AttentionRandomFeatures(n_heads=25, token_dim=4, random_state=0),
+        Ridge(alpha=0.1),
     ).fit(flat, y)
-    model = RandomFeatureAttentionRegressor(n_heads=25, alpha=0.1, random_state=0).fit(X, y)
+    model = RandomFeatureAttentionRegressor(n_heads=25, alpha=0.1, random_state=0).fit(
+        X, y
+    )
     assert_allclose(pipe.predict(flat), model.predict(X), rtol=1e-8, atol=1e-10)
 
 
@@ -239,7 +253,9 @@ def test_user_arrays_are_not_modified(tokens):
     X_before, y_before = X.copy(), y.copy()
     weights = np.linspace(0.5, 1.5, len(y))
     weights_before = weights.copy()
-    model = RandomFeatureAttentionRegressor(n_heads=10, alpha=[0.1, 1.0], random_state=0)
+    model = RandomFeatureAttentionRegressor(
+        n_heads=10, alpha=[0.1, 1.0], random_state=0
+    )
     model.fit(X, y, sample_weight=weights).predict(X)
     assert_array_equal(X, X_before)
     assert_array_equal(y, y_before)

@@ -27,8 +27,12 @@ def test_matches_sklearn_ridge(n, p, mode, fit_intercept, weighted):
     X, Y, weights = _problem(n, p)
     sw = weights if weighted else None
     solution = fit_ridge(
-        ExplicitFeatures(X, block_size=7), Y, [0.7], sample_weight=sw,
-        fit_intercept=fit_intercept, mode=mode,
+        ExplicitFeatures(X, block_size=7),
+        Y,
+        [0.7],
+        sample_weight=sw,
+        fit_intercept=fit_intercept,
+        mode=mode,
     )
     ridge = Ridge(alpha=0.7, fit_intercept=fit_intercept).fit(X, Y, sample_weight=sw)
     assert solution.mode == mode
@@ -43,8 +47,12 @@ def test_matches_sklearn_ridge(n, p, mode, fit_intercept, weighted):
 def test_alpha_zero_is_weighted_minimum_norm_least_squares(n, p, mode, fit_intercept):
     X, Y, weights = _problem(n, p, seed=1)
     solution = fit_ridge(
-        ExplicitFeatures(X, block_size=6), Y, [0.0], sample_weight=weights,
-        fit_intercept=fit_intercept, mode=mode,
+        ExplicitFeatures(X, block_size=6),
+        Y,
+        [0.0],
+        sample_weight=weights,
+        fit_intercept=fit_intercept,
+        mode=mode,
     )
     X_c, Y_c = X, Y
     if fit_intercept:
@@ -58,7 +66,9 @@ def test_alpha_zero_is_weighted_minimum_norm_least_squares(n, p, mode, fit_inter
 def test_single_feature_block_and_sample_block_agree():
     X, Y, weights = _problem(30, 12, seed=2)
     results = [
-        fit_ridge(ExplicitFeatures(X, block_size=b), Y, [0.1], sample_weight=weights).coef
+        fit_ridge(
+            ExplicitFeatures(X, block_size=b), Y, [0.1], sample_weight=weights
+        ).coef
         for b in (1, 5, 100)
     ]
     assert_allclose(results[0], results[1], rtol=1e-11)
@@ -74,8 +84,12 @@ def test_leave_one_out_matches_brute_force(n, p, mode, fit_intercept, weighted):
     w = weights if weighted else np.ones(n)
     alphas = [0.05, 0.5, 5.0]
     solution = fit_ridge(
-        ExplicitFeatures(X, block_size=9), Y, alphas, sample_weight=w if weighted else None,
-        fit_intercept=fit_intercept, mode=mode,
+        ExplicitFeatures(X, block_size=9),
+        Y,
+        alphas,
+        sample_weight=w if weighted else None,
+        fit_intercept=fit_intercept,
+        mode=mode,
     )
     brute = np.zeros((len(alphas), 2))
     for a, alpha in enumerate(alphas):

@@ -40,7 +40,9 @@ def test_2d_input_needs_token_dim(Estimator, data):
 def test_width_must_divide_by_token_dim(data):
     X, y = data
     with pytest.raises(ValueError, match="not divisible by token_dim=5"):
-        RandomFeatureAttentionRegressor(n_heads=5, token_dim=5).fit(X.reshape(20, -1), y)
+        RandomFeatureAttentionRegressor(n_heads=5, token_dim=5).fit(
+            X.reshape(20, -1), y
+        )
 
 
 def test_3d_input_must_match_token_dim(data):
@@ -93,7 +95,9 @@ def test_predict_with_another_token_layout(data):
         model.predict(X[:, :3])
 
 
-@pytest.mark.parametrize("param, value", [("n_heads", 0), ("qk_mean", "one"), ("solver", "qr")])
+@pytest.mark.parametrize(
+    "param, value", [("n_heads", 0), ("qk_mean", "one"), ("solver", "qr")]
+)
 def test_bad_parameters(param, value, data):
     X, y = data
     with pytest.raises(ValueError, match=f"'{param}' parameter"):

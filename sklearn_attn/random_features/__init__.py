@@ -1,6 +1,10 @@
 """Random-feature attention (RFA, BiasedRFA) and the random-feature MLP baseline."""
 
-from ._attention import AttentionRandomFeatures, BiasedRFA, RandomFeatureAttentionRegressor
+from ._attention import (
+    AttentionRandomFeatures,
+    BiasedRFA,
+    RandomFeatureAttentionRegressor,
+)
 from ._kernels import brfa_kernel, rfa_kernel, rfmlp_kernel
 from ._mlp import RFMLP, MLPRandomFeatures
 

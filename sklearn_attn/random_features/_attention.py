@@ -105,7 +105,8 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
     --------
     >>> from sklearn_attn import AttentionRandomFeatures
     >>> from sklearn_attn.datasets import make_token_regression
-    >>> X, y = make_token_regression(n_samples=20, n_keys=4, token_dim=3, random_state=0)
+    >>> X, y = make_token_regression(
+    ...     n_samples=20, n_keys=4, token_dim=3, random_state=0)
     >>> X.shape
     (20, 5, 3)
     >>> AttentionRandomFeatures(n_heads=10, random_state=0).fit_transform(X).shape
@@ -235,7 +236,8 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
     --------
     >>> from sklearn_attn import RandomFeatureAttentionRegressor
     >>> from sklearn_attn.datasets import make_token_regression
-    >>> X, y = make_token_regression(n_samples=200, n_keys=4, token_dim=4, random_state=0)
+    >>> X, y = make_token_regression(
+    ...     n_samples=200, n_keys=4, token_dim=4, random_state=0)
     >>> model = RandomFeatureAttentionRegressor(n_heads=100, random_state=0).fit(X, y)
     >>> model.predict(X[:2]).shape
     (2,)

@@ -39,7 +39,11 @@ class _RandomFeaturesMixin(DeviceCacheMixin):
 
     def _validate_tokens(self, X, y="no_validation", *, reset):
         return check_token_array(
-            self, X, y, reset=reset, token_dim=self._token_dim_for(X),
+            self,
+            X,
+            y,
+            reset=reset,
+            token_dim=self._token_dim_for(X),
             min_tokens=self._min_tokens,
         )
 
@@ -59,7 +63,10 @@ class _RandomFeaturesMixin(DeviceCacheMixin):
 
 
 class _RandomFeatureTransformer(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, _RandomFeaturesMixin, BaseEstimator
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _RandomFeaturesMixin,
+    BaseEstimator,
 ):
     """Base of the feature transformers (as ``RBFSampler`` is)."""
 
@@ -81,7 +88,9 @@ class _RandomFeatureTransformer(
             The fitted transformer.
         """
         X = self._validate_tokens(X, reset=True)
-        self._draw_weights(check_random_state(self.random_state), X.shape[1], X.shape[2])
+        self._draw_weights(
+            check_random_state(self.random_state), X.shape[1], X.shape[2]
+        )
         return self
 
     def transform(self, X):
@@ -101,8 +110,9 @@ class _RandomFeatureTransformer(
         """
         feature_map, device = self._map_for(X)
         with device.activate():
-            out = feature_map.compute(slice(0, feature_map.n_samples),
-                                      slice(0, feature_map.n_features))
+            out = feature_map.compute(
+                slice(0, feature_map.n_samples), slice(0, feature_map.n_features)
+            )
         return self._output(out, device)
 
     def __sklearn_tags__(self):
@@ -128,8 +138,8 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         alphas = np.asarray(self.alpha, dtype=np.float64)
         if alphas.ndim > 1 or alphas.size == 0:
             raise ValueError(
-                f"alpha must be a non-negative float or a 1-D array of positive floats; "
-                f"got an array of shape {alphas.shape}."
+                "alpha must be a non-negative float or a 1-D array of positive "
+                f"floats; got an array of shape {alphas.shape}."
             )
         if not np.all(np.isfinite(alphas)):
             raise ValueError("alpha must be finite.")
@@ -167,19 +177,26 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         device = resolve_device(self.device, X)
         X, y = self._validate_tokens(X, y, reset=True)
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
-        self._draw_weights(check_random_state(self.random_state), X.shape[1], X.shape[2])
+        self._draw_weights(
+            check_random_state(self.random_state), X.shape[1], X.shape[2]
+        )
         self.__dict__.pop("_device_cache", None)
         y_2d = y.reshape(-1, 1) if y.ndim == 1 else y
         with device.activate():
             feature_map = self._feature_map(to_device(X, device, dtype=X.dtype), device)
             solution = fit_ridge(
-                feature_map, np.asarray(y_2d, dtype=np.float64), alphas,
-                sample_weight=sample_weight, fit_intercept=self.fit_intercept,
+                feature_map,
+                np.asarray(y_2d, dtype=np.float64),
+                alphas,
+                sample_weight=sample_weight,
+                fit_intercept=self.fit_intercept,
                 mode=self.solver,
             )
         free_device_memory(device)
         self.coef_ = solution.coef.T if y.ndim == 2 else solution.coef[:, 0]
-        self.intercept_ = solution.intercept if y.ndim == 2 else float(solution.intercept[0])
+        self.intercept_ = (
+            solution.intercept if y.ndim == 2 else float(solution.intercept[0])
+        )
         self.alpha_ = float(alphas[solution.alpha_index])
         self.solver_ = solution.mode
         if solution.loo_mse is not None:
@@ -205,7 +222,9 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         xp = device.xp
         with device.activate():
             coef = self._cached_on("coef_", device)
-            coef_2d = coef.reshape(coef.shape[0], -1) if coef.ndim == 2 else coef[None, :]
+            coef_2d = (
+                coef.reshape(coef.shape[0], -1) if coef.ndim == 2 else coef[None, :]
+            )
             intercept = xp.asarray(np.atleast_1d(self.intercept_))
             out = xp.empty((feature_map.n_samples, coef_2d.shape[0]))
             all_cols = slice(0, feature_map.n_features)

@@ -126,7 +126,8 @@ def _owen_term(h, k, rho, r):
     t = owens_t(h, (k - rho * h) / (h_safe * r))
     # h -> 0: sign(k) / 4, or arctan(sqrt((1 - rho) / (1 + rho))) / (2 pi) for k = 0.
     limit = np.where(
-        k == 0, np.arctan(np.sqrt((1.0 - rho) / (1.0 + rho))) / (2.0 * np.pi),
+        k == 0,
+        np.arctan(np.sqrt((1.0 - rho) / (1.0 + rho))) / (2.0 * np.pi),
         np.sign(k) / 4.0,
     )
     return np.where(at_zero, limit, t)
@@ -234,8 +235,10 @@ def _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias):
             x_std = s * x0_norm[:, None] * xk_norm
             pair = _blockwise(
                 _relu_moment,
-                x_mean[:, None, :, None], y_mean[None, :, None, :],
-                x_std[:, None, :, None], y_std[None, :, None, :],
+                x_mean[:, None, :, None],
+                y_mean[None, :, None, :],
+                x_std[:, None, :, None],
+                y_std[None, :, None, :],
                 _arccos_rho(inner, norms),
             )
         if value_bias:

@@ -28,7 +28,9 @@ _CPU_CHUNK = 32
 
 
 def _blas_threads():
-    counts = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    counts = [
+        info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"
+    ]
     return max(1, min(counts)) if counts else 1
 
 
@@ -56,14 +58,18 @@ class _ChunkedMap(FeatureBlocks):
     def row_blocks(self):
         per_sample = self._bytes_per_sample_unit * self.n_units
         size = max(1, int(working_memory_bytes() // max(per_sample, 1)))
-        return [slice(s, min(s + size, self.n_samples)) for s in range(0, self.n_samples, size)]
+        return [
+            slice(s, min(s + size, self.n_samples))
+            for s in range(0, self.n_samples, size)
+        ]
 
     def column_blocks(self):
         per_unit = self._bytes_per_sample_unit * self.n_samples
         units = max(1, int(working_memory_bytes() // max(per_unit, 1)))
         w = self.unit_width
         return [
-            slice(u * w, min(u + units, self.n_units) * w) for u in range(0, self.n_units, units)
+            slice(u * w, min(u + units, self.n_units) * w)
+            for u in range(0, self.n_units, units)
         ]
 
     # -- computation ----------------------------------------------------------------
@@ -80,7 +86,10 @@ class _ChunkedMap(FeatureBlocks):
             return out
         start = rows.start or 0
         chunks = [
-            (slice(start + s, start + min(s + _CPU_CHUNK, n_rows)), slice(s, min(s + _CPU_CHUNK, n_rows)))
+            (
+                slice(start + s, start + min(s + _CPU_CHUNK, n_rows)),
+                slice(s, min(s + _CPU_CHUNK, n_rows)),
+            )
             for s in range(0, n_rows, _CPU_CHUNK)
         ]
         n_threads = min(_blas_threads(), len(chunks))
@@ -89,9 +98,14 @@ class _ChunkedMap(FeatureBlocks):
                 for src, dst in chunks:
                     self._fill(src, units, out[dst])
             return out
-        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
+        with (
+            threadpool_limits(1, user_api="blas"),
+            ThreadPoolExecutor(n_threads) as pool,
+        ):
             # Each worker fills its own rows of `out`: no shared writes.
-            list(pool.map(lambda pair: self._fill(pair[0], units, out[pair[1]]), chunks))
+            list(
+                pool.map(lambda pair: self._fill(pair[0], units, out[pair[1]]), chunks)
+            )
         return out
 
 
@@ -137,7 +151,9 @@ class AttentionMap(_ChunkedMap):
         scores *= self.scale
         values = keys
         if self.value_bias:
-            values = xp.concatenate([keys, xp.ones((n, n_keys, 1), dtype=x.dtype)], axis=2)
+            values = xp.concatenate(
+                [keys, xp.ones((n, n_keys, 1), dtype=x.dtype)], axis=2
+            )
         xp.matmul(scores, values, out=out.reshape(n, n_heads, self.unit_width))
 
 

@@ -35,7 +35,9 @@ class _MLPFeaturesMixin:
     def _draw_weights(self, random_state, n_tokens, token_dim):
         n_inputs = n_tokens * token_dim + int(self.bias)
         std = 1.0 / np.sqrt(n_inputs) if self.weight_std is None else self.weight_std
-        self.weights_ = std * random_state.standard_normal(size=(self.n_features, n_inputs))
+        self.weights_ = std * random_state.standard_normal(
+            size=(self.n_features, n_inputs)
+        )
 
     def _feature_map(self, X, device):
         return MLPMap(X, self._cached_on("weights_", device), device)
@@ -195,7 +197,8 @@ class RFMLP(_MLPFeaturesMixin, _RandomFeatureRidge):
     --------
     >>> from sklearn_attn import RFMLP
     >>> from sklearn_attn.datasets import make_token_regression
-    >>> X, y = make_token_regression(n_samples=200, n_keys=4, token_dim=4, random_state=0)
+    >>> X, y = make_token_regression(
+    ...     n_samples=200, n_keys=4, token_dim=4, random_state=0)
     >>> RFMLP(n_features=500, random_state=0).fit(X, y).predict(X[:3]).shape
     (3,)
     """

@@ -1,0 +1,246 @@
+"""Command line: ``python -m sklearn_attn demo`` and ``reproduce NAME``.
+
+``reproduce NAME`` runs one paper reproduction with progress shown on standard
+error, writes its tables as CSV and its figure as PNG under ``--out`` and
+prints a summary table. ``demo`` runs the quick version of every reproduction.
+
+New reproductions are added to ``REPRODUCTIONS``: a name mapped to a function
+``(out_dir, quick, n_seeds, random_state, n_jobs) -> (summary text, written
+paths, notes)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+DEFAULT_OUT = "sklearn_attn_out"
+
+
+def _plot(plot, tables, path, written, notes):
+    """Draw a figure when matplotlib is available, else say how to get one."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        notes.append(
+            "matplotlib is not installed: wrote only the CSV files (pip install "
+            f"matplotlib, or sklearn-attn[plot], for {os.path.basename(path)})."
+        )
+        return
+    plot(tables, path)
+    written.append(path)
+
+
+def _reproduce_rfa(out_dir, *, quick, n_seeds, random_state, n_jobs):
+    from .experiments import format_rfa_summary, plot_rfa, run_rfa, write_csv
+
+    tables = run_rfa(
+        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
+    )
+    os.makedirs(out_dir, exist_ok=True)
+    written = [
+        write_csv(
+            tables["learning_curves"], os.path.join(out_dir, "rfa_learning_curves.csv")
+        ),
+        write_csv(tables["gamma"], os.path.join(out_dir, "rfa_gamma.csv")),
+    ]
+    notes = []
+    _plot(plot_rfa, tables, os.path.join(out_dir, "rfa.png"), written, notes)
+    return format_rfa_summary(tables), written, notes
+
+
+def _reproduce_potts(out_dir, *, quick, n_seeds, random_state, n_jobs):
+    from .experiments import format_potts_summary, plot_potts, run_potts, write_csv
+
+    tables = run_potts(quick=quick, n_seeds=n_seeds, random_state=random_state)
+    written = [
+        write_csv(tables["synthetic"], os.path.join(out_dir, "potts_synthetic.csv")),
+        write_csv(tables["real"], os.path.join(out_dir, "potts_real.csv")),
+    ]
+    notes = []
+    _plot(plot_potts, tables, os.path.join(out_dir, "potts.png"), written, notes)
+    return format_potts_summary(tables), written, notes
+
+
+def _reproduce_mha(out_dir, *, quick, n_seeds, random_state, n_jobs):
+    from .experiments import format_mha_summary, plot_mha, run_mha, write_csv
+
+    tables = run_mha(
+        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
+    )
+    written = [
+        write_csv(
+            tables["learning_curves"], os.path.join(out_dir, "mha_learning_curves.csv")
+        )
+    ]
+    notes = []
+    _plot(plot_mha, tables, os.path.join(out_dir, "mha.png"), written, notes)
+    return format_mha_summary(tables), written, notes
+
+
+def _reproduce_implicit_bias(out_dir, *, quick, n_seeds, random_state, n_jobs):
+    from .experiments import (
+        format_implicit_bias_summary,
+        plot_implicit_bias,
+        run_implicit_bias,
+        write_csv,
+    )
+
+    tables = run_implicit_bias(
+        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
+    )
+    written = [
+        write_csv(rows, os.path.join(out_dir, f"implicit_bias_{name}.csv"))
+        for name, rows in tables.items()
+    ]
+    notes = []
+    _plot(
+        plot_implicit_bias,
+        tables,
+        os.path.join(out_dir, "implicit_bias.png"),
+        written,
+        notes,
+    )
+    return format_implicit_bias_summary(tables), written, notes
+
+
+# name -> runner(out_dir, quick, n_seeds, random_state, n_jobs)
+#         -> (summary text, written paths, notes)
+REPRODUCTIONS = {
+    "rfa": _reproduce_rfa,
+    "potts": _reproduce_potts,
+    "mha": _reproduce_mha,
+    "implicit-bias": _reproduce_implicit_bias,
+}
+
+
+def _build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m sklearn_attn",
+        description="Reproduce the experiments of the papers behind sklearn-attn. "
+        "Progress goes to standard error; tables (CSV), figures (PNG) and a "
+        "summary are written.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = sub.add_parser(
+        "demo",
+        help="quick versions of every reproduction (a few minutes on two cores)",
+        description="Run 'reproduce NAME --quick' for every reproduction, print "
+        "their summary tables and say where the files went.",
+    )
+    demo.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder (default: ./{DEFAULT_OUT})",
+    )
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="reproduce one paper's experiments",
+        description="Reproduce one paper's experiments, writing CSV tables and a "
+        "PNG figure.",
+    )
+    rep.add_argument(
+        "name",
+        choices=sorted(REPRODUCTIONS),
+        metavar="NAME",
+        help="which reproduction: " + ", ".join(sorted(REPRODUCTIONS)),
+    )
+    rep.add_argument(
+        "--quick",
+        action="store_true",
+        help="reduced settings that run in under a minute",
+    )
+    rep.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder (default: ./{DEFAULT_OUT})",
+    )
+    rep.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="number of repetitions (new data and weights each)",
+    )
+    rep.add_argument(
+        "--random-state",
+        type=int,
+        default=0,
+        metavar="SEED",
+        help="master seed (default: 0)",
+    )
+    rep.add_argument(
+        "--n-jobs",
+        type=int,
+        default=None,
+        metavar="J",
+        help="joblib workers for learning_curve (default: None)",
+    )
+    return parser
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def main(argv=None):
+    """Run the command line.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Arguments without the program name; ``None`` reads ``sys.argv``.
+
+    Returns
+    -------
+    status : int
+        0 on success. Invalid arguments exit through :class:`SystemExit`
+        (status 2), as with any argparse program.
+    """
+    args = _build_parser().parse_args(None if argv is None else [str(a) for a in argv])
+    out_dir = os.path.abspath(args.out)
+    if args.command == "demo":
+        for name in REPRODUCTIONS:
+            _run(name, out_dir, quick=True, n_seeds=None, random_state=0, n_jobs=None)
+    else:
+        _run(
+            args.name,
+            out_dir,
+            quick=args.quick,
+            n_seeds=args.seeds,
+            random_state=args.random_state,
+            n_jobs=args.n_jobs,
+        )
+    return 0
+
+
+def _run(name, out_dir, **options):
+    start = time.perf_counter()
+    os.makedirs(out_dir, exist_ok=True)
+    summary, written, notes = REPRODUCTIONS[name](out_dir, **options)
+    print(summary)
+    print()
+    for note in notes:
+        print(note)
+    quick = " --quick" if options["quick"] else ""
+    print(f"reproduce {name}{quick} took {time.perf_counter() - start:.0f} s; wrote:")
+    for path in written:
+        print(f"  {path}")
+    print()
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,831 @@
+"""Learning all parameters of a multi-head softmax attention layer."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.optimize
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import r2_score
+from sklearn.utils import Bunch, check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .._backend import (
+    DeviceCacheMixin,
+    free_device_memory,
+    resolve_device,
+    to_device,
+    to_host,
+)
+from .._validation import check_token_array
+from ._layer import attention_weights as _attention_weights
+from ._layer import (
+    cpu_workers,
+    default_chunk_size,
+    forward,
+    loss_and_gradient,
+    solve_values,
+    token_norm_bound,
+    value_normal_equations,
+)
+
+__all__ = ["MultiHeadAttentionLearner", "match_heads"]
+
+# L-BFGS-B's relative-decrease test, (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1):
+# only stop on it once progress is at round-off level; `tol` (on the gradient)
+# is the stopping rule users control.
+_LBFGS_FTOL = 1e-15
+_ADAM_BETAS = (0.9, 0.999)
+_ADAM_EPS = 1e-8
+
+
+class _Parametrization:
+    """Flat parameter vector <-> (Theta, W); chain rule for the factored form.
+
+    ``"combined"``: ``[Theta (m, d, d), W (m, d, d)]``. ``"separate"``:
+    ``[Q (m, d, r), K (m, d, r), W (m, d, d)]`` with ``Theta_i = Q_i K_i^T``.
+    """
+
+    def __init__(self, kind, n_heads, token_dim, rank):
+        m, d = n_heads, token_dim
+        self.kind = kind
+        if kind == "combined":
+            self.shapes = {"theta": (m, d, d), "values": (m, d, d)}
+        else:
+            self.shapes = {
+                "query": (m, d, rank),
+                "key": (m, d, rank),
+                "values": (m, d, d),
+            }
+        self.offsets, start = {}, 0
+        for name, shape in self.shapes.items():
+            self.offsets[name] = (start, start + int(np.prod(shape)))
+            start += int(np.prod(shape))
+        self.size = start
+
+    def unpack(self, w):
+        return {
+            name: w[a:b].reshape(self.shapes[name])
+            for name, (a, b) in self.offsets.items()
+        }
+
+    def layer(self, w):
+        parts = self.unpack(w)
+        if self.kind == "combined":
+            return parts["theta"], parts["values"]
+        return parts["query"] @ parts["key"].transpose(0, 2, 1), parts["values"]
+
+    def pull_back(self, w, grad_theta, grad_values):
+        """Gradient in the flat parameters from the gradients in (Theta, W)."""
+        if self.kind == "combined":
+            return np.concatenate([grad_theta.ravel(), grad_values.ravel()])
+        parts = self.unpack(w)
+        grad_query = grad_theta @ parts["key"]  # d/dQ of <G, Q K^T> = G K
+        grad_key = grad_theta.transpose(0, 2, 1) @ parts["query"]
+        return np.concatenate(
+            [grad_query.ravel(), grad_key.ravel(), grad_values.ravel()]
+        )
+
+    def initial(self, rng, init_scale):
+        """Small Gaussian start: scores of std ~ init_scale on unit-variance tokens."""
+        d = self.shapes["values"][1]
+        parts = []
+        for name, shape in self.shapes.items():
+            if name == "theta" or name == "values":
+                std = init_scale / np.sqrt(d)
+            else:  # Q K^T has entries of variance r std^4: match init_scale^2 / d.
+                std = np.sqrt(init_scale / np.sqrt(d * shape[2]))
+            parts.append(std * rng.standard_normal(size=shape).ravel())
+        return np.concatenate(parts)
+
+    def with_values(self, w, values):
+        w = w.copy()
+        a, b = self.offsets["values"]
+        w[a:b] = values.ravel()
+        return w
+
+
+class _Objective:
+    """Training objective on host parameter vectors; the data term runs on the device.
+
+    ``(1 / 2N) sum_n ||F(X_n) - Y_n||_F^2 + (alpha / 2) ||w||^2`` and its gradient;
+    with ``rows`` only those samples enter the data term (a mini-batch).
+    """
+
+    def __init__(self, X, Y, param, alpha, device, executor):
+        self.X, self.Y, self.param, self.alpha = X, Y, param, alpha
+        self.device, self.executor = device, executor
+        n, k, d = X.shape
+        m = param.shapes["values"][0]
+        self.chunk_size = default_chunk_size(k, d, m, on_cpu=device.kind == "cpu")
+        self.max_sq_norm = token_norm_bound(X, device.xp)
+
+    def _on_device(self, array):
+        return to_device(np.ascontiguousarray(array), self.device, dtype=np.float64)
+
+    def __call__(self, w, rows=None):
+        theta, values = self.param.layer(w)
+        X, Y = self.X, self.Y
+        if rows is not None:
+            index = to_device(rows, self.device)
+            X, Y = X[index], Y[index]
+        loss, grad_theta, grad_values = loss_and_gradient(
+            X,
+            Y,
+            self._on_device(theta),
+            self._on_device(values),
+            xp=self.device.xp,
+            chunk_size=self.chunk_size,
+            executor=self.executor,
+            max_sq_norm=self.max_sq_norm,
+        )
+        grad = self.param.pull_back(w, to_host(grad_theta), to_host(grad_values))
+        grad += self.alpha * w
+        return loss + 0.5 * self.alpha * float(w @ w), grad
+
+    def refit_values(self, w):
+        """Exact ridge solution for the values given the attention matrices."""
+        theta, _ = self.param.layer(w)
+        gram, rhs = value_normal_equations(
+            self.X,
+            self.Y,
+            self._on_device(theta),
+            xp=self.device.xp,
+            chunk_size=self.chunk_size,
+            executor=self.executor,
+            max_sq_norm=self.max_sq_norm,
+        )
+        values = solve_values(to_host(gram), to_host(rhs), self.X.shape[0], self.alpha)
+        return self.param.with_values(w, values)
+
+
+def _lbfgs(objective, w0, max_iter, tol, curve):
+    def record(intermediate_result):
+        curve.append(float(intermediate_result.fun))
+
+    result = scipy.optimize.minimize(
+        objective,
+        w0,
+        jac=True,
+        method="L-BFGS-B",
+        callback=record,
+        options={
+            "maxiter": max_iter,
+            "maxfun": 2 * max_iter + 20,
+            "gtol": tol,
+            "ftol": _LBFGS_FTOL,
+        },
+    )
+    # status 1: iteration or evaluation limit; 2: the line search could not
+    # make progress (round-off level), which is not a failure to converge.
+    return result.x, int(result.nit), result.status != 1
+
+
+def _first_order(
+    objective,
+    w0,
+    *,
+    solver,
+    learning_rate,
+    batch_size,
+    n_samples,
+    max_iter,
+    tol,
+    rng,
+    curve,
+):
+    """Gradient descent or Adam, full batch or mini-batches; one epoch per iteration.
+
+    Stops when the epoch's mean gradient has max-norm at most ``tol``.
+    """
+    w = w0.copy()
+    first, second = np.zeros_like(w), np.zeros_like(w)
+    beta1, beta2 = _ADAM_BETAS
+    step = 0
+    for epoch in range(1, max_iter + 1):
+        if batch_size is None or batch_size >= n_samples:
+            batches = [None]
+        else:
+            order = rng.permutation(n_samples)
+            batches = [
+                np.sort(order[s : s + batch_size])
+                for s in range(0, n_samples, batch_size)
+            ]
+        epoch_loss, epoch_grad = 0.0, np.zeros_like(w)
+        for rows in batches:
+            share = 1.0 if rows is None else len(rows) / n_samples
+            loss, grad = objective(w, rows)
+            epoch_loss += share * loss
+            epoch_grad += share * grad
+            if solver == "gd":
+                w -= learning_rate * grad
+                continue
+            step += 1
+            first = beta1 * first + (1 - beta1) * grad
+            second = beta2 * second + (1 - beta2) * grad**2
+            corrected = first / (1 - beta1**step)
+            w -= (
+                learning_rate
+                * corrected
+                / (np.sqrt(second / (1 - beta2**step)) + _ADAM_EPS)
+            )
+        curve.append(epoch_loss)
+        if not (np.isfinite(epoch_loss) and np.all(np.isfinite(w))):
+            raise FloatingPointError(
+                f"solver={solver!r} diverged (non-finite parameters at iteration "
+                f"{epoch}); lower learning_rate."
+            )
+        if np.max(np.abs(epoch_grad)) <= tol:
+            return w, epoch, True
+    return w, max_iter, False
+
+
+class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator):
+    """Learn a multi-head softmax attention layer from input and output tokens.
+
+    Fits all parameters of
+
+    .. math::
+
+        F(X) = \\sum_{i=1}^{m} \\mathrm{softmax}(X \\Theta_i X^\\top) X W_i,
+
+    the softmax taken over each row (key positions, self included) with no
+    temperature, by minimising
+
+    .. math::
+
+        \\frac{1}{2N} \\sum_{n=1}^{N} \\lVert F(X_n) - Y_n \\rVert_F^2
+        + \\frac{\\alpha}{2} \\lVert w \\rVert^2
+
+    over the parameters ``w`` (``Theta_i, W_i``, or ``Q_i, K_i, W_i`` with
+    ``Theta_i = Q_i K_i^T``), from several random starts, keeping the best.
+    Losses and gradients are analytic and batched over samples and heads as
+    large matrix products; on the CPU, chunks of samples run on threads with
+    single-threaded BLAS (which also keeps NumPy's and SciPy's OpenBLAS thread
+    pools from colliding inside L-BFGS). After the optimisation the
+    ``W_i`` are refitted exactly: with the ``Theta_i`` fixed the layer is linear
+    in them, so this is a ridge regression with the same ``alpha``.
+
+    Everything is computed in float64 (float32 input is converted): L-BFGS
+    needs accurate gradients.
+
+    Parameters
+    ----------
+    n_heads : int, default=2
+        Number of heads ``m``.
+    n_queries : int, default=None
+        Model (and predict) only the outputs of the first ``n_queries`` tokens,
+        which attend to all tokens (e.g. ``1`` for a single query token in
+        front of its keys); ``Y`` then has ``n_queries`` tokens. ``None``:
+        every token (self-attention, ``Y`` in the layout of ``X``).
+    parametrization : {"combined", "separate"}, default="combined"
+        ``"combined"`` learns each ``Theta_i`` directly; ``"separate"`` learns
+        query and key factors with ``Theta_i = Q_i K_i^T`` of rank ``rank``
+        (weight decay on the factors then acts like a nuclear-norm penalty).
+    rank : int, default=None
+        Rank of the factors for ``parametrization="separate"``, at most the
+        token dimension; ``None`` means the token dimension. Ignored for
+        ``"combined"``.
+    alpha : float, default=0.0
+        Weight decay on all parameters (see the objective above; the data term
+        is a mean over samples, so ``alpha`` does not scale with ``N``).
+    solver : {"lbfgs", "gd", "adam"}, default="lbfgs"
+        ``"lbfgs"``: SciPy's L-BFGS-B on the full batch (the state stays on the
+        host). ``"gd"``: gradient descent. ``"adam"``: Adam. The last two use
+        ``learning_rate`` and ``batch_size``.
+    learning_rate : float, default=0.01
+        Step size of ``"gd"`` and ``"adam"``.
+    batch_size : int, default=None
+        Mini-batch size of ``"gd"`` and ``"adam"``; ``None`` means full batch.
+        Ignored by ``"lbfgs"``.
+    max_iter : int, default=1000
+        Iterations (L-BFGS) or epochs (``"gd"``, ``"adam"``) per start.
+    tol : float, default=1e-8
+        Stop when the largest absolute entry of the (projected) gradient is at
+        most ``tol``. L-BFGS also stops when the objective's relative decrease
+        reaches round-off level (1e-15). First-order solvers rarely reach the
+        default; give them a larger ``tol``.
+    n_init : int, default=4
+        Number of random starts; the one with the lowest final objective is
+        kept.
+    init_scale : float, default=0.1
+        Entries of the initial ``Theta_i`` and ``W_i`` are drawn from
+        ``N(0, init_scale^2 / d)``: small, so that attention starts close to
+        uniform. Factors are scaled so that ``Q_i K_i^T`` has the same entry
+        variance.
+    token_dim : int, default=None
+        Token dimension ``d`` when ``X`` is given flattened to 2-D.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the starting points (and of the mini-batch order).
+    verbose : int, default=0
+        ``1`` prints a line per start, ``2`` also the objective every 10
+        iterations.
+    device : {None, "cpu", "cuda", "cuda:N"}, default=None
+        Where to compute; ``None`` follows the input (see :ref:`devices`).
+
+    Attributes
+    ----------
+    theta_ : ndarray of shape (n_heads, token_dim, token_dim)
+        Learned attention matrices ``Theta_i``.
+    values_ : ndarray of shape (n_heads, token_dim, token_dim)
+        Learned value-output matrices ``W_i`` (after the exact refit).
+    query_factors_ : ndarray of shape (n_heads, token_dim, rank)
+        Query factors ``Q_i``; only for ``parametrization="separate"``.
+    key_factors_ : ndarray of shape (n_heads, token_dim, rank)
+        Key factors ``K_i``; only for ``parametrization="separate"``.
+    loss_ : float
+        Final objective of the kept start (after the refit).
+    loss_curve_ : list of float
+        Objective after each iteration (epoch) of the kept start.
+    n_iter_ : int
+        Iterations (epochs) run by the kept start.
+    init_losses_ : ndarray of shape (n_init,)
+        Final objective of every start; compare with ``loss_`` to see how many
+        starts found the same solution.
+    best_init_ : int
+        Index of the kept start.
+    n_queries_ : int
+        Number of output tokens (``n_queries``, or ``n_tokens_`` when it is
+        None).
+    n_tokens_ : int
+        Number of tokens ``k`` seen in ``fit``.
+    token_dim_ : int
+        Token dimension ``d`` seen in ``fit``.
+    n_features_in_ : int
+        Number of flattened input features, ``k d``.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of the flattened features, when ``X`` is a data frame.
+
+    See Also
+    --------
+    match_heads : Compare learned heads with true ones, up to permutation.
+    make_attention_layer_regression : Data from a planted layer.
+
+    References
+    ----------
+    S. Chen and Y. Li, "Provably learning a multi-head attention layer",
+    STOC 2025, arXiv:2402.04084.
+
+    Examples
+    --------
+    >>> from sklearn_attn.attention import MultiHeadAttentionLearner
+    >>> from sklearn_attn.datasets import make_attention_layer_regression
+    >>> X, Y, layer = make_attention_layer_regression(
+    ...     n_samples=300, n_heads=1, n_tokens=4, token_dim=3, random_state=0)
+    >>> model = MultiHeadAttentionLearner(n_heads=1, n_init=2, random_state=0)
+    >>> model.fit(X, Y).predict(X).shape
+    (300, 4, 3)
+    >>> model.score(X, Y) > 0.999999
+    True
+    """
+
+    _parameter_constraints = {
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "n_queries": [Interval(Integral, 1, None, closed="left"), None],
+        "parametrization": [StrOptions({"combined", "separate"})],
+        "rank": [Interval(Integral, 1, None, closed="left"), None],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "solver": [StrOptions({"lbfgs", "gd", "adam"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "init_scale": [Interval(Real, 0, None, closed="neither")],
+        "token_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "device": [str, None],
+    }
+
+    def __init__(
+        self,
+        n_heads=2,
+        *,
+        n_queries=None,
+        parametrization="combined",
+        rank=None,
+        alpha=0.0,
+        solver="lbfgs",
+        learning_rate=0.01,
+        batch_size=None,
+        max_iter=1000,
+        tol=1e-8,
+        n_init=4,
+        init_scale=0.1,
+        token_dim=None,
+        random_state=None,
+        verbose=0,
+        device=None,
+    ):
+        self.n_heads = n_heads
+        self.n_queries = n_queries
+        self.parametrization = parametrization
+        self.rank = rank
+        self.alpha = alpha
+        self.solver = solver
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_init = n_init
+        self.init_scale = init_scale
+        self.token_dim = token_dim
+        self.random_state = random_state
+        self.verbose = verbose
+        self.device = device
+
+    # -- validation ------------------------------------------------------------------
+
+    def _validate_xy(self, X, Y):
+        """Validate ``X`` and ``Y`` (in the layout of ``X``); return them 3-D.
+
+        ``Y`` holds the outputs of the first ``n_queries`` tokens (all of them
+        by default), so it has the shape of ``X`` unless ``n_queries`` is set.
+        """
+        if Y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is "
+                "None; "
+                "pass the output tokens Y."
+            )
+        x_ndim = getattr(X, "ndim", None) or np.asarray(X).ndim
+        Y = np.asarray(to_host(Y))
+        y_shape = Y.shape
+        X, Y = check_token_array(
+            self,
+            X,
+            Y.reshape(len(Y), -1) if Y.ndim == 3 else Y,
+            reset=True,
+            token_dim=self.token_dim,
+            min_tokens=1,
+        )
+        n, k, d = X.shape
+        q = k if self.n_queries is None else self.n_queries
+        if q > k:
+            raise ValueError(
+                f"n_queries={q} is larger than the number of tokens of X ({k})."
+            )
+        expected = (n, q, d) if x_ndim == 3 else (n, q * d)
+        if y_shape != expected:
+            x_shape = (n, k, d) if x_ndim == 3 else (n, k * d)
+            what = "X" if q == k else f"X with n_queries={q}"
+            raise ValueError(
+                f"Y must have the layout of {what} (the layer maps each token to a "
+                f"token of the same dimension): X has shape {x_shape}, so Y must have "
+                f"shape {expected}; got {y_shape}."
+            )
+        return X, np.asarray(Y, dtype=np.float64).reshape(n, q, d)
+
+    def _validate_x(self, X):
+        return check_token_array(
+            self, X, reset=False, token_dim=self.token_dim, min_tokens=1
+        )
+
+    # -- fitting ---------------------------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, Y):
+        """Fit the layer by minimising the squared error from ``n_init`` starts.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, token_dim) or \
+                (n_samples, n_tokens * token_dim)
+            Input tokens; 2-D input needs ``token_dim``.
+        Y : array-like of the same shape as X
+            Output tokens, in the layout of ``X`` (with ``n_queries`` tokens
+            when it is set).
+
+        Returns
+        -------
+        self : object
+            The fitted learner.
+        """
+        device = resolve_device(self.device, X)
+        X, Y = self._validate_xy(X, Y)
+        n, k, d = X.shape
+        self.n_queries_ = Y.shape[1]
+        rank = d if self.rank is None else self.rank
+        if self.parametrization == "separate" and rank > d:
+            raise ValueError(
+                f"rank={self.rank} is larger than the token dimension {d}; the "
+                "factors Q_i, K_i of Theta_i = Q_i K_i^T have at most token_dim "
+                "columns."
+            )
+        param = _Parametrization(self.parametrization, self.n_heads, d, rank)
+        rng = check_random_state(self.random_state)
+        starts = [param.initial(rng, self.init_scale) for _ in range(self.n_init)]
+
+        self.__dict__.pop("_device_cache", None)
+        workers = cpu_workers() if device.kind == "cpu" else _no_workers()
+        with device.activate(), workers as executor:
+            X_dev = to_device(X, device, dtype=np.float64)
+            Y_dev = to_device(Y, device, dtype=np.float64)
+            objective = _Objective(X_dev, Y_dev, param, self.alpha, device, executor)
+            runs = [
+                self._fit_one(objective, w0, rng, n, index)
+                for index, w0 in enumerate(starts)
+            ]
+        free_device_memory(device)
+
+        losses = np.array([run["loss"] for run in runs])
+        best = int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
+        run = runs[best]
+        if not run["converged"]:
+            warnings.warn(
+                f"{type(self).__name__}: solver={self.solver!r} reached max_iter="
+                f"{self.max_iter} before the gradient fell below tol={self.tol} in the "
+                "kept start. Increase max_iter, or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        parts = param.unpack(run["w"])
+        theta, values = param.layer(run["w"])
+        self.theta_ = np.array(theta)
+        self.values_ = np.array(values)
+        if self.parametrization == "separate":
+            self.query_factors_ = parts["query"].copy()
+            self.key_factors_ = parts["key"].copy()
+        else:
+            self.__dict__.pop("query_factors_", None)
+            self.__dict__.pop("key_factors_", None)
+        self.loss_ = float(run["loss"])
+        self.loss_curve_ = run["curve"]
+        self.n_iter_ = run["n_iter"]
+        self.init_losses_ = losses
+        self.best_init_ = best
+        return self
+
+    def _fit_one(self, objective, w0, rng, n_samples, index):
+        start, curve = time.perf_counter(), []
+        if self.verbose >= 2:
+            curve = _VerboseCurve(index)
+        if self.solver == "lbfgs":
+            w, n_iter, converged = _lbfgs(objective, w0, self.max_iter, self.tol, curve)
+        else:
+            w, n_iter, converged = _first_order(
+                objective,
+                w0,
+                solver=self.solver,
+                learning_rate=self.learning_rate,
+                batch_size=self.batch_size,
+                n_samples=n_samples,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                rng=rng,
+                curve=curve,
+            )
+        w = objective.refit_values(w)
+        loss = objective(w)[0]
+        if self.verbose:
+            print(
+                f"[{type(self).__name__}] start {index + 1}/{self.n_init}: objective "
+                f"{loss:.6g} after {n_iter} iterations "
+                f"({'converged' if converged else 'max_iter reached'}, "
+                f"{time.perf_counter() - start:.2f} s)"
+            )
+        return {
+            "w": w,
+            "loss": loss,
+            "curve": list(curve),
+            "n_iter": n_iter,
+            "converged": converged,
+        }
+
+    # -- prediction ------------------------------------------------------------------
+
+    def _compute(self, X, func):
+        check_is_fitted(self)
+        device = resolve_device(self.device, X)
+        ndim = getattr(X, "ndim", None) or np.asarray(X).ndim
+        X = self._validate_x(X)
+        with device.activate():
+            out = func(to_device(X, device, dtype=np.float64), device)
+        return out if device.return_device_arrays else to_host(out), ndim
+
+    def predict(self, X):
+        """Apply the learned layer.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, token_dim) or \
+                (n_samples, n_tokens * token_dim)
+            Input tokens in the layout seen in ``fit``.
+
+        Returns
+        -------
+        Y_pred : ndarray of the same shape as X
+            Output tokens in the layout of ``X``, with ``n_queries_`` tokens
+            (a CuPy array when
+            ``device=None`` and ``X`` is one), float64.
+        """
+
+        def run(X_dev, device):
+            return forward(
+                X_dev,
+                self._cached_on("theta_", device),
+                self._cached_on("values_", device),
+                n_queries=self.n_queries_,
+                xp=device.xp,
+            )
+
+        out, ndim = self._compute(X, run)
+        return out.reshape(out.shape[0], -1) if ndim == 2 else out
+
+    def attention_weights(self, X):
+        """Attention probabilities of the learned heads.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, token_dim) or \
+                (n_samples, n_tokens * token_dim)
+            Input tokens in the layout seen in ``fit``.
+
+        Returns
+        -------
+        attention : ndarray of shape (n_samples, n_heads, `n_queries_`, n_tokens)
+            ``attention[n, i, a, b]`` is the weight of token ``b`` in output
+            token ``a`` of head ``i``; rows sum to one.
+        """
+
+        def run(X_dev, device):
+            return _attention_weights(
+                X_dev,
+                self._cached_on("theta_", device),
+                n_queries=self.n_queries_,
+                xp=device.xp,
+            )
+
+        return self._compute(X, run)[0]
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 on the flattened output tokens.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, token_dim) or \
+                (n_samples, n_tokens * token_dim)
+            Input tokens.
+        y : array-like of the same shape as X
+            True output tokens.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+            R^2 of ``predict(X)`` against ``y``, both flattened to
+            ``(n_samples, n_tokens * token_dim)`` and averaged uniformly over
+            the columns.
+        """
+        pred = to_host(self.predict(X))
+        y = np.asarray(to_host(y), dtype=np.float64)
+        if y.shape != pred.shape:
+            raise ValueError(
+                f"y must have the layout of X: expected shape {pred.shape}, got "
+                f"{y.shape}."
+            )
+        n = len(y)
+        return float(
+            r2_score(
+                y.reshape(n, -1),
+                pred.reshape(n, -1),
+                sample_weight=sample_weight,
+                multioutput="uniform_average",
+            )
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        # Predictions are invariant to permuting the keys: generic tabular
+        # targets (a linear function of one column) are out of reach.
+        tags.regressor_tags.poor_score = True
+        return tags
+
+
+class _no_workers:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _VerboseCurve(list):
+    """A loss curve that prints every 10th entry."""
+
+    def __init__(self, index):
+        super().__init__()
+        self.index = index
+
+    def append(self, value):
+        super().append(value)
+        if len(self) % 10 == 0:
+            print(
+                f"  start {self.index + 1}, iteration {len(self)}: "
+                f"objective {value:.6g}"
+            )
+
+
+def match_heads(theta_hat, values_hat, theta_true, values_true):
+    """Match learned heads to true ones and report relative parameter errors.
+
+    A multi-head layer is unchanged by permuting its heads, so learned and
+    true heads are paired by the assignment (Hungarian algorithm,
+    :func:`scipy.optimize.linear_sum_assignment`) that minimises the summed
+    costs ``||Theta_hat_i - Theta_j|| / ||Theta_j|| + ||W_hat_i - W_j|| / ||W_j||``
+    (Frobenius norms). The numbers of heads may differ; surplus heads stay
+    unmatched.
+
+    Parameters
+    ----------
+    theta_hat, values_hat : array-like of shape (n_heads_hat, d, d)
+        Learned ``Theta_i`` and ``W_i`` (e.g. ``theta_`` and ``values_``).
+    theta_true, values_true : array-like of shape (n_heads, d, d)
+        True ``Theta_j`` and ``W_j``.
+
+    Returns
+    -------
+    result : :class:`~sklearn.utils.Bunch`
+        ``assignment`` : ndarray of shape (n_heads,), the learned head matched
+        to each true head (-1 if none); ``theta_errors`` and
+        ``values_errors`` : ndarrays of shape (n_heads,), the relative errors
+        of each matched pair (NaN if unmatched); ``theta_error`` and
+        ``values_error`` : floats, the relative errors of all heads stacked,
+        ``||Theta_hat_perm - Theta|| / ||Theta||`` (an unmatched true head
+        counts in full).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_attn.attention import match_heads
+    >>> rng = np.random.default_rng(0)
+    >>> theta, values = rng.normal(size=(2, 2, 3, 3))
+    >>> result = match_heads(theta[::-1], values[::-1], theta, values)
+    >>> result.assignment.tolist(), float(result.theta_error)
+    ([1, 0], 0.0)
+    """
+    arrays = []
+    for name, array in (
+        ("theta_hat", theta_hat),
+        ("values_hat", values_hat),
+        ("theta_true", theta_true),
+        ("values_true", values_true),
+    ):
+        array = np.asarray(array, dtype=np.float64)
+        if array.ndim != 3 or array.shape[1] != array.shape[2]:
+            raise ValueError(
+                f"{name} must have shape (n_heads, d, d); got shape {array.shape}."
+            )
+        arrays.append(array)
+    theta_hat, values_hat, theta_true, values_true = arrays
+    if theta_hat.shape != values_hat.shape or theta_true.shape != values_true.shape:
+        raise ValueError(
+            "theta_hat and values_hat (and theta_true and values_true) must have the "
+            f"same shape; got {theta_hat.shape}, {values_hat.shape}, "
+            f"{theta_true.shape}, {values_true.shape}."
+        )
+    if theta_hat.shape[1] != theta_true.shape[1]:
+        raise ValueError(
+            f"Learned heads have dimension {theta_hat.shape[1]} but true heads "
+            f"{theta_true.shape[1]}."
+        )
+
+    def pairwise(hat, true):
+        diff = hat[:, None] - true[None, :]
+        norms = np.linalg.norm(true.reshape(len(true), -1), axis=1)
+        tiny = np.finfo(np.float64).tiny
+        distances = np.linalg.norm(diff.reshape(len(hat), len(true), -1), axis=2)
+        return distances / np.maximum(norms, tiny)[None, :]
+
+    theta_cost = pairwise(theta_hat, theta_true)
+    values_cost = pairwise(values_hat, values_true)
+    rows, cols = scipy.optimize.linear_sum_assignment(theta_cost + values_cost)
+    m = len(theta_true)
+    assignment = np.full(m, -1)
+    assignment[cols] = rows
+    theta_errors = np.full(m, np.nan)
+    values_errors = np.full(m, np.nan)
+    theta_errors[cols] = theta_cost[rows, cols]
+    values_errors[cols] = values_cost[rows, cols]
+
+    def stacked_error(hat, true):
+        matched = np.zeros_like(true)
+        matched[cols] = hat[rows]
+        return float(np.linalg.norm(matched - true) / max(np.linalg.norm(true), 1e-300))
+
+    return Bunch(
+        assignment=assignment,
+        theta_errors=theta_errors,
+        values_errors=values_errors,
+        theta_error=stacked_error(theta_hat, theta_true),
+        values_error=stacked_error(values_hat, values_true),
+    )

@@ -1,0 +1,41 @@
+"""Generalized Potts models by pseudo-likelihood: factored self-attention or plmDCA.
+
+Also the alignment tools a computational biologist needs around it: reading
+FASTA/A2M alignments, encoding, filtering, sequence reweighting, and contact
+scores with their precision against a structure.
+"""
+
+from ._alignment import (
+    ALPHABETS,
+    decode_sequences,
+    encode_sequences,
+    filter_alignment,
+    read_alignment,
+    sequence_weights,
+)
+from ._contacts import apc, contact_precision, frobenius_scores, read_contact_map
+from ._estimator import PottsPseudoLikelihood
+from ._sampling import (
+    conditional_log_probs,
+    exact_conditional_entropy,
+    exact_distribution,
+    gibbs_sample,
+)
+
+__all__ = [
+    "ALPHABETS",
+    "PottsPseudoLikelihood",
+    "apc",
+    "conditional_log_probs",
+    "contact_precision",
+    "decode_sequences",
+    "encode_sequences",
+    "exact_conditional_entropy",
+    "exact_distribution",
+    "filter_alignment",
+    "frobenius_scores",
+    "gibbs_sample",
+    "read_alignment",
+    "read_contact_map",
+    "sequence_weights",
+]

@@ -1,0 +1,569 @@
+"""PottsPseudoLikelihood: factored self-attention trained by masked-token prediction."""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.optimize
+from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._backend import (
+    free_device_memory,
+    limit_optimizer_blas,
+    resolve_device,
+    to_device,
+    to_host,
+)
+from .._validation import check_sample_weight
+from ._alignment import ALPHABETS, encode_sequences, sequence_weights
+from ._contacts import apc, frobenius_scores
+from ._model import (
+    FactoredAttention,
+    FullCouplings,
+    log_conditionals,
+    objective,
+    one_hot,
+    zero_sum_gauge,
+)
+from ._sampling import gibbs_sample
+
+
+class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
+    """Generalized Potts model fitted by pseudo-likelihood (factored self-attention).
+
+    One layer of *factored* self-attention (attention from positions only,
+    values from tokens only) trained by masked-token prediction computes the
+    conditionals of a generalized Potts model,
+
+    .. math::
+
+        p(s_i = a \\mid s_{-i}) \\propto \\exp\\Big(h_i(a) + \\sum_{j \\ne i}
+        \\sum_{k=1}^{H} A^k_{ij} V^k_{a s_j}\\Big),
+
+    and its training loss is the negative pseudo-log-likelihood (Rende, Gerace,
+    Laio and Goldt, 2024). With ``parametrization="full"`` the couplings are the
+    free symmetric tensor ``J_ij(a, b)`` of plmDCA instead. Both are fitted by
+    L-BFGS on analytic gradients of plmc's objective
+
+    .. math::
+
+        f = -\\sum_s w_s \\sum_i \\log p(s_i \\mid s_{-i})
+            + \\alpha_h \\sum_{i,a} h_i(a)^2
+            + \\frac{\\alpha_J}{2} \\sum_{i \\ne j} \\sum_{a,b} J_{ij}(a, b)^2 ,
+
+    in plmc's units (a weighted sum over sequences).
+
+    Read more in the :ref:`User Guide <potts>`.
+
+    Parameters
+    ----------
+    parametrization : {"factored", "full"}, default="factored"
+        Factored self-attention, or the full plmDCA coupling tensor.
+    n_heads : int, default=1
+        Number of attention heads ``H`` (factored only).
+    attention : {"softmax", "free"}, default="softmax"
+        ``"softmax"``: each ``A^k`` is a row-wise softmax over ``j != i`` of free
+        logits; ``"free"``: an unconstrained matrix with zero diagonal.
+    alphabet : str, default="protein"
+        Used when ``X`` holds aligned strings: ``"protein"``
+        (``-ACDEFGHIKLMNPQRSTVWY``, gap included), ``"dna"``, ``"rna"``, or any
+        string of distinct characters. Integer codes ignore it.
+    alpha_fields : float, default=0.01
+        Penalty ``alpha_h`` on the fields (plmc's ``-lh``).
+    alpha_couplings : float, default=None
+        Penalty ``alpha_J`` on the couplings (plmc's ``-le``); ``None`` means
+        ``0.01 (q - 1) (L - 1)``, the scaling EVcouplings uses with plmc.
+    sequence_identity : float in (0, 1], default=None
+        When set and no ``sample_weight`` is given, weight each sequence by
+        ``1 / #{sequences with identity >= sequence_identity}`` (0.8 in plmc and
+        CCMpred). ``None``: unit weights.
+    max_iter : int, default=500
+        Maximum number of L-BFGS iterations.
+    tol : float, default=1e-7
+        Stop when the relative decrease of the objective, or the largest
+        gradient entry of the per-site mean objective, falls below ``tol``.
+    init_scale : float, default=0.1
+        Standard deviation of the initial attention logits and values.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation and of :meth:`sample`.
+    verbose : int, default=0
+        Print the objective every ``verbose`` iterations.
+    device : {None, "cpu", "cuda", "cuda:N"}, default=None
+        Where to compute (see :ref:`devices`).
+
+    Attributes
+    ----------
+    states_ : ndarray of shape (n_states,)
+        The states: the alphabet's characters for string input, the distinct
+        codes seen in ``fit`` for integer input.
+    n_sites_ : int
+        Alignment length ``L``.
+    fields_ : ndarray of shape (n_sites, n_states)
+        Fields in the zero-sum gauge of the couplings.
+    couplings_ : ndarray of shape (n_sites, n_states, n_sites, n_states)
+        Couplings ``J[i, a, j, b]`` in the zero-sum gauge.
+    attention_ : ndarray of shape (n_heads, n_sites, n_sites)
+        Attention matrices ``A^k`` (factored only).
+    values_ : ndarray of shape (n_heads, n_states, n_states)
+        Value matrices ``V^k`` (factored only).
+    alpha_couplings_ : float
+        The coupling penalty used (``alpha_couplings`` or its default).
+    objective_ : float
+        plmc's objective at the solution, in plmc's units.
+    n_iter_ : int
+        Number of L-BFGS iterations.
+    loss_curve_ : list of float
+        plmc's objective after each iteration.
+    n_features_in_ : int
+        Equal to ``n_sites_``.
+
+    See Also
+    --------
+    sklearn_attn.datasets.make_potts_sequences : Samples from a planted model.
+    sklearn_attn.potts.read_alignment : Read FASTA and A2M alignments.
+
+    Examples
+    --------
+    >>> from sklearn_attn import PottsPseudoLikelihood
+    >>> from sklearn_attn.datasets import make_potts_sequences
+    >>> X, params = make_potts_sequences(
+    ...     n_samples=500, n_sites=8, n_states=5, random_state=0)
+    >>> model = PottsPseudoLikelihood(random_state=0).fit(X)
+    >>> model.predict_proba(X[:2]).shape
+    (2, 8, 5)
+    >>> model.contact_scores().shape
+    (8, 8)
+    """
+
+    _parameter_constraints = {
+        "parametrization": [StrOptions({"factored", "full"})],
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "attention": [StrOptions({"softmax", "free"})],
+        "alphabet": [str],
+        "alpha_fields": [Interval(Real, 0, None, closed="left")],
+        "alpha_couplings": [Interval(Real, 0, None, closed="left"), None],
+        "sequence_identity": [Interval(Real, 0, 1, closed="right"), None],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "init_scale": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "device": [str, None],
+    }
+
+    def __init__(
+        self,
+        parametrization="factored",
+        *,
+        n_heads=1,
+        attention="softmax",
+        alphabet="protein",
+        alpha_fields=0.01,
+        alpha_couplings=None,
+        sequence_identity=None,
+        max_iter=500,
+        tol=1e-7,
+        init_scale=0.1,
+        random_state=None,
+        verbose=0,
+        device=None,
+    ):
+        self.parametrization = parametrization
+        self.n_heads = n_heads
+        self.attention = attention
+        self.alphabet = alphabet
+        self.alpha_fields = alpha_fields
+        self.alpha_couplings = alpha_couplings
+        self.sequence_identity = sequence_identity
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init_scale = init_scale
+        self.random_state = random_state
+        self.verbose = verbose
+        self.device = device
+
+    # -- input ----------------------------------------------------------------
+    def _alphabet_string(self):
+        return ALPHABETS.get(self.alphabet, self.alphabet)
+
+    def _encode(self, X, *, reset):
+        """Integer codes in ``0 .. n_states - 1``, shape (n, L)."""
+        sequences = _as_sequences(X)
+        if sequences is not None:
+            codes = encode_sequences(sequences, alphabet=self._alphabet_string())
+            if reset:
+                self.states_ = np.array(list(self._alphabet_string()))
+                self._string_input = True
+            elif not getattr(self, "_string_input", False):
+                raise ValueError(
+                    "X holds strings but the model was fitted on integer codes."
+                )
+            codes = validate_data(self, codes, reset=reset, dtype=None)
+            if codes.shape[1] < 2:
+                raise ValueError(
+                    f"X has {codes.shape[1]} site(s); at least 2 are needed."
+                )
+            return codes
+        X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
+        if X.dtype.kind == "O":
+            try:
+                X = X.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    "X must hold integer state codes (or aligned strings with an "
+                    "alphabet); its objects are not numbers."
+                ) from exc
+        if X.dtype.kind not in "iub":
+            if X.dtype.kind != "f" or not np.all(X == np.round(X)):
+                raise ValueError(
+                    "X must hold integer state codes (or aligned strings with an "
+                    f"alphabet); got values of dtype {X.dtype} that are not integers."
+                )
+        if X.shape[1] < 2:
+            raise ValueError(
+                f"X has {X.shape[1]} site(s) (1 feature(s)); at least 2 sites are "
+                "needed for a pseudo-likelihood."
+            )
+        if reset:
+            self.states_ = np.unique(X)
+            self._string_input = False
+            if self.states_.size < 2:
+                raise ValueError(
+                    f"X holds a single state ({self.states_[0]}); at least 2 are "
+                    "needed."
+                )
+        elif getattr(self, "_string_input", False):
+            raise ValueError(
+                "X holds integer codes but the model was fitted on strings."
+            )
+        codes = np.searchsorted(self.states_, X)
+        codes = np.minimum(codes, self.states_.size - 1)
+        unseen = self.states_[codes] != X
+        if np.any(unseen):
+            row, col = np.argwhere(unseen)[0]
+            raise ValueError(
+                f"X contains state {X[row, col].item()!r} (sample {row}, site "
+                f"{col}) that was "
+                f"not seen in fit; the states are {self.states_.tolist()}."
+            )
+        return codes
+
+    # -- fit ------------------------------------------------------------------
+    def _make_parametrization(self, n_sites, n_states):
+        if self.parametrization == "full":
+            return FullCouplings(n_sites, n_states)
+        return FactoredAttention(
+            n_sites, n_states, self.n_heads, self.attention, self.init_scale
+        )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit the model by minimising plmc's pseudo-likelihood objective.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites) or sequence of str
+            Integer state codes, or aligned sequences (strings of equal length)
+            in the ``alphabet``.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sequence weights; when ``None`` and
+            ``sequence_identity`` is set, identity-based weights are computed.
+
+        Returns
+        -------
+        self : object
+            The fitted model.
+        """
+        device = resolve_device(self.device, X)
+        codes = self._encode(to_host(X), reset=True)
+        n_samples, n_sites = codes.shape
+        n_states = self.states_.size
+        self.n_sites_ = n_sites
+        weights = check_sample_weight(sample_weight, n_samples)
+        if weights is None:
+            if self.sequence_identity is not None:
+                weights = sequence_weights(
+                    codes, identity_threshold=self.sequence_identity, n_states=n_states
+                )
+            else:
+                weights = np.ones(n_samples)
+        # Identical sequences contribute identical terms: merge them.
+        codes, inverse = np.unique(codes, axis=0, return_inverse=True)
+        weights = np.bincount(inverse.ravel(), weights=weights, minlength=len(codes))
+        alpha_couplings = (
+            0.01 * (n_states - 1) * (n_sites - 1)
+            if self.alpha_couplings is None
+            else self.alpha_couplings
+        )
+        self.alpha_couplings_ = float(alpha_couplings)
+        parametrization = self._make_parametrization(n_sites, n_states)
+        random_state = check_random_state(self.random_state)
+        xp = device.xp
+        with device.activate():
+            onehot = one_hot(to_device(codes, device), n_states, xp)
+            weights_dev = to_device(weights, device)
+            weight_sum = float(weights.sum())
+            frequencies = to_host(weights_dev @ onehot) / weight_sum
+            theta0 = parametrization.initial(random_state, frequencies, weight_sum)
+            curvature = parametrization.curvature(
+                frequencies, weight_sum, self.alpha_fields, alpha_couplings
+            )
+            theta = self._minimize(
+                parametrization,
+                theta0,
+                curvature,
+                onehot,
+                weights_dev,
+                weight_sum * n_sites,
+                alpha_couplings,
+                device,
+            )
+            del onehot
+        free_device_memory(device)
+        self._store(parametrization, theta)
+        return self
+
+    def _minimize(
+        self,
+        parametrization,
+        theta0,
+        curvature,
+        onehot,
+        weights,
+        scale,
+        alpha_couplings,
+        device,
+    ):
+        """L-BFGS in preconditioned coordinates ``u = sqrt(curvature) * theta``."""
+        xp = device.xp
+        self.loss_curve_ = []
+        # Optimise the per-site mean (tolerances then mean the same at any size),
+        # in coordinates where the Hessian's diagonal is about one.
+        precondition = (
+            np.ones_like(theta0) if curvature is None else np.sqrt(curvature / scale)
+        )
+
+        def fun(u):
+            theta = u / precondition
+            value, grad = objective(
+                to_device(theta, device),
+                parametrization,
+                onehot,
+                weights,
+                self.alpha_fields,
+                alpha_couplings,
+                xp,
+            )
+            return value / scale, to_host(grad) / (scale * precondition)
+
+        start = time.perf_counter()
+
+        def callback(intermediate_result):
+            self.loss_curve_.append(float(intermediate_result.fun * scale))
+            n = len(self.loss_curve_)
+            if self.verbose and n % self.verbose == 0:
+                print(
+                    f"iteration {n}: objective {self.loss_curve_[-1]:.6g} "
+                    f"({time.perf_counter() - start:.1f} s)"
+                )
+
+        with limit_optimizer_blas():
+            result = scipy.optimize.minimize(
+                fun,
+                theta0 * precondition,
+                jac=True,
+                method="L-BFGS-B",
+                callback=callback,
+                options={
+                    "maxiter": self.max_iter,
+                    "ftol": self.tol,
+                    "gtol": self.tol,
+                    "maxcor": 20,
+                },
+            )
+        self.n_iter_ = int(result.nit)
+        self.objective_ = float(result.fun * scale)
+        return result.x / precondition
+
+    def _store(self, parametrization, theta):
+        L, q = self.n_sites_, self.states_.size
+        couplings_mat, fields = parametrization.couplings(theta)
+        couplings = couplings_mat.reshape(L, q, L, q)
+        # The gauge the penalty chose (plmc scores contacts in it).
+        self._fitted_couplings = couplings
+        self.couplings_, self.fields_ = zero_sum_gauge(couplings, fields)
+        if self.parametrization == "factored":
+            _, raw, values = parametrization.split(theta)
+            self.attention_ = parametrization.attention_matrices(raw)
+            self.values_ = values.copy()
+
+    # -- predictions ----------------------------------------------------------
+    def _log_conditionals(self, X):
+        check_is_fitted(self)
+        codes = self._encode(to_host(X), reset=False)
+        q = self.states_.size
+        L = self.n_sites_
+        return log_conditionals(
+            one_hot(codes, q), self.couplings_.reshape(L * q, L * q), self.fields_
+        ), codes
+
+    def predict_proba(self, X):
+        """Conditional distribution of every site given the others.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites) or sequence of str
+            Sequences in the layout seen in ``fit``.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_sites, n_states)
+            ``proba[s, i, a] = p(s_i = states_[a] | rest of sequence s)``.
+        """
+        log_p, _ = self._log_conditionals(X)
+        return np.exp(log_p)
+
+    def predict(self, X):
+        """Most likely state of each site given the other sites.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites) or sequence of str
+            Sequences in the layout seen in ``fit``.
+
+        Returns
+        -------
+        states : ndarray of shape (n_samples, n_sites)
+            Entries of ``states_``.
+        """
+        log_p, _ = self._log_conditionals(X)
+        return self.states_[log_p.argmax(axis=2)]
+
+    def score_samples(self, X):
+        """Mean pseudo-log-likelihood per site of each sequence.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites) or sequence of str
+            Sequences in the layout seen in ``fit``.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            ``(1 / L) sum_i log p(s_i | s_-i)``.
+        """
+        log_p, codes = self._log_conditionals(X)
+        picked = np.take_along_axis(log_p, codes[:, :, None], axis=2)[:, :, 0]
+        return picked.mean(axis=1)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean pseudo-log-likelihood per site (higher is better).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites) or sequence of str
+            Sequences in the layout seen in ``fit``.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the sequences.
+
+        Returns
+        -------
+        score : float
+            Weighted mean of :meth:`score_samples`.
+        """
+        scores = self.score_samples(X)
+        weights = check_sample_weight(sample_weight, len(scores))
+        return float(np.average(scores, weights=weights))
+
+    def sample(self, n_samples=1, *, burn_in=200, thin=10, random_state=None):
+        """Draw sequences from the fitted conditionals by Gibbs sampling.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of sequences.
+        burn_in : int, default=200
+            Sweeps discarded before the first sample of each chain.
+        thin : int, default=10
+            Sweeps between two samples of the same chain.
+        random_state : int, RandomState instance or None, default=None
+            Seed; ``None`` uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_sites)
+            Entries of ``states_``. With a non-symmetric (factored) model the
+            chain's stationary law has these conditionals only approximately.
+        """
+        check_is_fitted(self)
+        seed = self.random_state if random_state is None else random_state
+        codes = gibbs_sample(
+            self.couplings_,
+            self.fields_,
+            n_samples,
+            burn_in=burn_in,
+            thin=thin,
+            random_state=seed,
+        )
+        return self.states_[codes]
+
+    def contact_scores(
+        self, *, apc_correction=True, gauge="zero-sum", exclude_states=None
+    ):
+        """Coupling strength of every pair of sites, for contact prediction.
+
+        Parameters
+        ----------
+        apc_correction : bool, default=True
+            Apply the average-product correction ``F_ij - F_i F_j / F``.
+        gauge : {"zero-sum", "fitted"}, default="zero-sum"
+            Score ``couplings_`` (zero-sum gauge), or the couplings in the gauge
+            chosen by the penalty, as plmc does.
+        exclude_states : sequence of states, default=None
+            States left out of the Frobenius norms (e.g. ``["-"]`` for the gap).
+
+        Returns
+        -------
+        scores : ndarray of shape (n_sites, n_sites)
+            Symmetric, zero diagonal; Frobenius norms of the ``q x q`` blocks.
+        """
+        check_is_fitted(self)
+        if gauge not in ("zero-sum", "fitted"):
+            raise ValueError(f"gauge must be 'zero-sum' or 'fitted'; got {gauge!r}.")
+        couplings = self.couplings_ if gauge == "zero-sum" else self._fitted_couplings
+        excluded = None
+        if exclude_states is not None:
+            excluded = [
+                int(np.flatnonzero(self.states_ == s)[0]) for s in exclude_states
+            ]
+        scores = frobenius_scores(couplings, exclude_states=excluded)
+        return apc(scores) if apc_correction else scores
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        tags.target_tags.required = False
+        return tags
+
+
+def _as_sequences(X):
+    """Aligned strings as a list of str, or ``None`` when ``X`` holds codes."""
+    if isinstance(X, str):
+        raise TypeError(
+            "X must be a sequence of aligned strings or a 2-D array, not a str."
+        )
+    if isinstance(X, np.ndarray) and X.dtype.kind in "US":
+        return ["".join(row) for row in X] if X.ndim == 2 else [str(s) for s in X]
+    if isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
+        return list(X)
+    return None

@@ -1,0 +1,287 @@
+"""Pseudo-likelihood of generalized Potts models: conditionals, objective, gradients.
+
+A model on ``L`` sites with ``q`` states has couplings ``J[i, a, j, b]`` (zero
+diagonal blocks) and fields ``h[i, a]``; the conditional of site ``i`` is
+
+    p(s_i = a | s_-i) = softmax_a( h[i, a] + sum_{j != i} J[i, a, j, s_j] ).
+
+With the one-hot encoding ``X`` of shape ``(n, L q)`` and ``J`` stored as the
+``(L q, L q)`` matrix ``J_mat``, all ``n L`` conditionals are one matrix product,
+``X @ J_mat.T + h``, and the gradient of the weighted negative
+pseudo-log-likelihood with respect to ``J_mat`` is another,
+``(P - X).T @ diag(w) @ X``. Every parametrization (the full plmDCA tensor, or
+factored self-attention ``J = sum_h A^h (x) V^h``) maps its parameters to
+``(J_mat, h)`` and pulls the gradient back by the chain rule, so there is one
+numerical core. Nothing here knows about scikit-learn; arrays go through ``xp``
+(NumPy or CuPy).
+
+The objective is plmc's, in its units: ``-sum_s w_s sum_i log p(s_i | s_-i)``
+plus ``alpha_fields * sum h^2 + alpha_couplings / 2 * sum_{i != j} J^2`` (which is
+plmc's ``sum_{i<j}`` when ``J`` is symmetric).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "one_hot",
+    "log_conditionals",
+    "data_term_and_gradient",
+    "FullCouplings",
+    "FactoredAttention",
+    "zero_sum_gauge",
+]
+
+
+def one_hot(codes, n_states, xp=np, dtype=np.float64):
+    """``(n, L)`` integer codes to the ``(n, L * n_states)`` one-hot matrix."""
+    n, n_sites = codes.shape
+    out = xp.zeros((n, n_sites * n_states), dtype=dtype)
+    flat = codes + n_states * xp.arange(n_sites)[None, :]
+    out[xp.arange(n)[:, None], flat] = 1.0
+    return out
+
+
+def _log_softmax_sites(logits, n_sites, n_states, xp):
+    """Log-softmax over the states of each site, in place; the (n, L, q) view."""
+    z = logits.reshape(-1, n_sites, n_states)
+    z -= z.max(axis=2, keepdims=True)
+    z -= xp.log(xp.exp(z).sum(axis=2, keepdims=True))
+    return z
+
+
+def log_conditionals(X_onehot, couplings_mat, fields, xp=np):
+    """Log-conditionals ``log p(s_i = a | s_-i)`` of every site, shape (n, L, q).
+
+    Parameters
+    ----------
+    X_onehot : array of shape (n, L * q)
+    couplings_mat : array of shape (L * q, L * q), zero diagonal blocks
+    fields : array of shape (L, q)
+    """
+    n_sites, n_states = fields.shape
+    logits = X_onehot @ couplings_mat.T
+    logits += fields.reshape(1, -1)
+    return _log_softmax_sites(logits, n_sites, n_states, xp)
+
+
+def data_term_and_gradient(X_onehot, weights, couplings_mat, fields, xp=np):
+    """Weighted negative pseudo-log-likelihood and its gradient in ``(J_mat, h)``.
+
+    Returns
+    -------
+    value : float
+        ``-sum_s w_s sum_i log p(s_i | s_-i)``.
+    grad_couplings : array of shape (L * q, L * q)
+        Gradient with respect to every entry of ``J_mat`` (diagonal blocks
+        included; parametrizations ignore them).
+    grad_fields : array of shape (L, q)
+    """
+    n_sites, n_states = fields.shape
+    log_p = log_conditionals(X_onehot, couplings_mat, fields, xp)
+    flat_log_p = log_p.reshape(X_onehot.shape[0], -1)
+    value = -float(weights @ (flat_log_p * X_onehot).sum(axis=1))
+    # d value / d logits = w_s (p - x): reuse the log-probabilities' buffer.
+    residual = xp.exp(flat_log_p, out=flat_log_p)
+    residual -= X_onehot
+    residual *= weights[:, None]
+    grad_couplings = residual.T @ X_onehot
+    grad_fields = residual.sum(axis=0).reshape(n_sites, n_states)
+    return value, grad_couplings, grad_fields
+
+
+def zero_sum_gauge(couplings, fields):
+    """Move couplings and fields to the zero-sum gauge; conditionals are unchanged.
+
+    Each block ``J[i, :, j, :]`` loses its row and column means (and gains its
+    grand mean); the removed ``J_ij(a, .)`` parts move into the fields of site
+    ``i``. Parts that do not depend on ``a`` cancel in the conditional of ``i``.
+    """
+    row_mean = couplings.mean(axis=3, keepdims=True)  # J_ij(a, .)
+    col_mean = couplings.mean(axis=1, keepdims=True)  # J_ij(., b)
+    grand = couplings.mean(axis=(1, 3), keepdims=True)
+    gauged = couplings - row_mean - col_mean + grand
+    shift = (row_mean - grand)[..., 0].sum(
+        axis=2
+    )  # sum over j of J_ij(a, .) - J_ij(., .)
+    return gauged, fields + shift
+
+
+def _zero_diagonal_blocks(matrix, n_sites, n_states):
+    view = matrix.reshape(n_sites, n_states, n_sites, n_states)
+    idx = np.arange(n_sites)
+    view[idx, :, idx, :] = 0.0
+    return matrix
+
+
+class FullCouplings:
+    """plmDCA's parametrization: a symmetric coupling tensor and fields.
+
+    The parameter vector holds the fields, then ``J[i, :, j, :]`` for ``i < j``
+    (as plmc stores them), so ``J`` is symmetric by construction.
+    """
+
+    def __init__(self, n_sites, n_states):
+        self.n_sites, self.n_states = n_sites, n_states
+        upper_i, upper_j = np.triu_indices(n_sites, 1)
+        self._pairs = (upper_i, upper_j)
+        self.n_params = n_sites * n_states + len(upper_i) * n_states**2
+
+    def split(self, theta):
+        L, q = self.n_sites, self.n_states
+        fields = theta[: L * q].reshape(L, q)
+        blocks = theta[L * q :].reshape(-1, q, q)
+        return fields, blocks
+
+    def couplings(self, theta, xp=np):
+        """``(J_mat, fields)`` from the parameter vector."""
+        L, q = self.n_sites, self.n_states
+        fields, blocks = self.split(theta)
+        tensor = xp.zeros((L, q, L, q), dtype=theta.dtype)
+        i, j = self._pairs
+        tensor[i, :, j, :] = blocks
+        tensor[j, :, i, :] = blocks.transpose(0, 2, 1)
+        return tensor.reshape(L * q, L * q), fields
+
+    def pull_back(self, theta, grad_couplings, grad_fields, xp=np):
+        """Gradient in the parameter vector from the gradient in ``(J_mat, h)``."""
+        L, q = self.n_sites, self.n_states
+        g = grad_couplings.reshape(L, q, L, q)
+        i, j = self._pairs
+        # Each stored block appears twice in J_mat: as J_ij and as J_ji^T.
+        blocks = g[i, :, j, :] + g[j, :, i, :].transpose(0, 2, 1)
+        return xp.concatenate([grad_fields.ravel(), blocks.ravel()])
+
+    def initial(self, random_state, frequencies, weight_sum):
+        """Zero couplings; fields of the independent-site model, as plmc starts."""
+        theta = np.zeros(self.n_params)
+        theta[: self.n_sites * self.n_states] = _independent_fields(
+            frequencies, weight_sum, self.n_states
+        )
+        return theta
+
+    def curvature(self, frequencies, weight_sum, alpha_fields, alpha_couplings):
+        """Diagonal of the objective's Hessian at the independent-site model.
+
+        Used to precondition L-BFGS: the curvature of a field scales with how
+        often its state occurs, that of a coupling with two such frequencies, so
+        the raw parameters differ in scale by orders of magnitude.
+        """
+        L, q = self.n_sites, self.n_states
+        f = frequencies.reshape(L, q)
+        variance = f * (1.0 - f)
+        i, j = self._pairs
+        # Site i's conditional sees e_ij(a, b) when s_j = b, and site j's when s_i = a.
+        pair = (
+            variance[i, :, None] * f[j, None, :] + f[i, :, None] * variance[j, None, :]
+        )
+        return np.concatenate(
+            [
+                weight_sum * variance.ravel() + 2.0 * alpha_fields,
+                weight_sum * pair.ravel() + 2.0 * alpha_couplings,
+            ]
+        )
+
+
+def _independent_fields(frequencies, weight_sum, n_states):
+    """plmc's start: log(frequency * N_eff + 1), shifted to zero sum per site."""
+    fields = np.log(frequencies * weight_sum + 1.0).reshape(-1, n_states)
+    return (fields - fields.mean(axis=1, keepdims=True)).ravel()
+
+
+class FactoredAttention:
+    """Factored self-attention: ``J[i, a, j, b] = sum_h A^h[i, j] V^h[a, b]``.
+
+    ``A^h`` depends on positions only: ``"softmax"`` attention is a row-wise
+    softmax over ``j != i`` of free logits, ``"free"`` attention is an
+    unconstrained matrix with zero diagonal. ``V^h`` (q x q) acts on tokens
+    only. Parameters: fields, then the attention logits/matrices (H, L, L),
+    then the values (H, q, q).
+    """
+
+    def __init__(self, n_sites, n_states, n_heads, attention="softmax", init_scale=0.1):
+        self.n_sites, self.n_states, self.n_heads = n_sites, n_states, n_heads
+        self.attention = attention
+        self.init_scale = init_scale
+        self.n_params = n_sites * n_states + n_heads * (n_sites**2 + n_states**2)
+
+    def split(self, theta):
+        L, q, H = self.n_sites, self.n_states, self.n_heads
+        fields = theta[: L * q].reshape(L, q)
+        attention = theta[L * q : L * q + H * L * L].reshape(H, L, L)
+        values = theta[L * q + H * L * L :].reshape(H, q, q)
+        return fields, attention, values
+
+    def attention_matrices(self, raw, xp=np):
+        """``A^h`` with a zero diagonal, from logits (softmax) or directly (free)."""
+        L = self.n_sites
+        eye = xp.eye(L, dtype=bool)
+        if self.attention == "free":
+            return xp.where(eye, 0.0, raw)
+        logits = xp.where(eye, -xp.inf, raw)
+        logits = logits - logits.max(axis=2, keepdims=True)
+        weights = xp.exp(logits)
+        return weights / weights.sum(axis=2, keepdims=True)
+
+    def couplings(self, theta, xp=np):
+        L, q = self.n_sites, self.n_states
+        fields, raw, values = self.split(theta)
+        attention = self.attention_matrices(raw, xp)
+        # J[i, a, j, b] = sum_h A[h, i, j] V[h, a, b]: one (L L, H) @ (H, q q) product.
+        tensor = attention.reshape(self.n_heads, -1).T @ values.reshape(
+            self.n_heads, -1
+        )
+        tensor = tensor.reshape(L, L, q, q).transpose(0, 2, 1, 3)
+        return xp.ascontiguousarray(tensor).reshape(L * q, L * q), fields
+
+    def pull_back(self, theta, grad_couplings, grad_fields, xp=np):
+        L, q, H = self.n_sites, self.n_states, self.n_heads
+        _, raw, values = self.split(theta)
+        attention = self.attention_matrices(raw, xp)
+        g = (
+            grad_couplings.reshape(L, q, L, q)
+            .transpose(0, 2, 1, 3)
+            .reshape(L * L, q * q)
+        )
+        grad_attention = (g @ values.reshape(H, -1).T).T.reshape(H, L, L)
+        grad_values = (attention.reshape(H, -1) @ g).reshape(H, q, q)
+        if self.attention == "free":
+            grad_raw = grad_attention * (1.0 - xp.eye(L))
+        else:
+            # Row-wise softmax backward; the masked diagonal has zero weight.
+            inner = (grad_attention * attention).sum(axis=2, keepdims=True)
+            grad_raw = attention * (grad_attention - inner)
+        return xp.concatenate(
+            [grad_fields.ravel(), grad_raw.ravel(), grad_values.ravel()]
+        )
+
+    def initial(self, random_state, frequencies, weight_sum):
+        """Independent-site fields, small random attention logits and values."""
+        L, q, H = self.n_sites, self.n_states, self.n_heads
+        raw = self.init_scale * random_state.standard_normal((H, L, L))
+        values = self.init_scale * random_state.standard_normal((H, q, q))
+        fields = _independent_fields(frequencies, weight_sum, q)
+        return np.concatenate([fields, raw.ravel(), values.ravel()])
+
+    def curvature(self, frequencies, weight_sum, alpha_fields, alpha_couplings):
+        """No preconditioning: attention and values mix all sites and states."""
+        return None
+
+
+def objective(
+    theta, parametrization, X_onehot, weights, alpha_fields, alpha_couplings, xp=np
+):
+    """plmc's objective and its gradient in the parameter vector."""
+    couplings_mat, fields = parametrization.couplings(theta, xp)
+    value, grad_couplings, grad_fields = data_term_and_gradient(
+        X_onehot, weights, couplings_mat, fields, xp
+    )
+    value += alpha_fields * float((fields**2).sum())
+    value += 0.5 * alpha_couplings * float((couplings_mat**2).sum())
+    grad_fields = grad_fields + 2.0 * alpha_fields * fields
+    grad_couplings += alpha_couplings * couplings_mat
+    _zero_diagonal_blocks(
+        grad_couplings, parametrization.n_sites, parametrization.n_states
+    )
+    return value, parametrization.pull_back(theta, grad_couplings, grad_fields, xp)

@@ -1,0 +1,186 @@
+"""The command line (``python -m sklearn_attn``) and the RFA reproduction."""
+
+import csv
+import importlib.util
+import os
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sklearn_attn.__main__ import REPRODUCTIONS, main
+from sklearn_attn.experiments import format_rfa_summary, run_rfa, write_csv
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+COLUMNS = [
+    "model",
+    "target",
+    "degree",
+    "gamma",
+    "N",
+    "d",
+    "n_train",
+    "error_mean",
+    "error_std",
+    "n_seeds",
+    "n_params",
+    "alpha",
+]
+
+
+def _read_csv(path):
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        return reader.fieldnames, list(reader)
+
+
+def test_help_exits_zero(capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["--help"])
+    assert excinfo.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out and "reproduce" in out
+
+
+def test_reproduce_help_lists_names(capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["reproduce", "--help"])
+    assert excinfo.value.code == 0
+    assert "rfa" in capsys.readouterr().out
+
+
+def test_unknown_reproduction_is_an_error(capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["reproduce", "no-such-paper"])
+    assert excinfo.value.code == 2
+    err = capsys.readouterr().err
+    assert "no-such-paper" in err
+    for name in REPRODUCTIONS:
+        assert name in err
+
+
+def test_missing_command_is_an_error():
+    with pytest.raises(SystemExit) as excinfo:
+        main([])
+    assert excinfo.value.code == 2
+
+
+@pytest.mark.parametrize("seeds", ["0", "-1", "two"])
+def test_bad_seed_count_is_an_error(seeds):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["reproduce", "rfa", "--seeds", seeds])
+    assert excinfo.value.code == 2
+
+
+def test_demo_writes_tables_and_figure(tmp_path, capsys):
+    """The full demo (``reproduce rfa --quick``), run once in the suite."""
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+
+    columns, rows = _read_csv(out / "rfa_learning_curves.csv")
+    assert columns == COLUMNS
+    assert {row["model"] for row in rows} == {"RFA", "BiasedRFA", "RFMLP"}
+    assert {row["target"] for row in rows} == {"correlation", "value"}
+    assert len({row["N"] for row in rows}) >= 2
+    errors = np.array([float(row["error_mean"]) for row in rows])
+    assert np.all(np.isfinite(errors)) and np.all(errors >= 0)
+    assert all(row["gamma"] == "" for row in rows)
+
+    columns, rows = _read_csv(out / "rfa_gamma.csv")
+    assert columns == COLUMNS
+    assert {row["model"] for row in rows} == {"RFA", "BiasedRFA"}
+    assert {row["target"] for row in rows} == {"correlation", "gamma"}
+    assert all(row["degree"] == "" for row in rows if row["target"] == "gamma")
+
+    if HAS_MATPLOTLIB:
+        png = out / "rfa.png"
+        assert png.stat().st_size > 0
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The summary table and where the files went go to stdout, progress to stderr.
+    assert "RFMLP" in captured.out and "BiasedRFA" in captured.out
+    assert str(out / "rfa_learning_curves.csv") in captured.out
+    assert "[rfa]" in captured.err
+
+    # The other reproductions' quick versions run too.
+    _, rows = _read_csv(out / "potts_synthetic.csv")
+    assert {row["parametrization"] for row in rows} == {"factored", "full"}
+    assert all(float(row["test_loss"]) > 0 for row in rows)
+    _, rows = _read_csv(out / "potts_real.csv")
+    assert float(rows[0]["precision_top_L/5"]) > 0.5
+    assert (out / "mha_learning_curves.csv").stat().st_size > 0
+    assert list(out.glob("implicit_bias_*.csv"))
+    if HAS_MATPLOTLIB:
+        for name in ("potts.png", "mha.png", "implicit_bias.png"):
+            assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in REPRODUCTIONS:
+        assert f"reproduce {name} --quick took" in captured.out
+
+
+def test_run_rfa_small_config_and_progress_callable():
+    messages = []
+    config = {
+        "n_test": 200,
+        "learning_curves": {
+            "n_keys": (3,),
+            "targets": (("correlation", 1),),
+            "n_heads": 20,
+            "train_sizes": (16, 64),
+        },
+        "gamma": {
+            "gammas": (1.0,),
+            "degrees": (),
+            "n_heads": 20,
+            "train_sizes": (64,),
+            "token_dim": 3,
+            "n_keys": 2,
+        },
+    }
+    tables = run_rfa(
+        quick=True, n_seeds=2, random_state=3, progress=messages.append, config=config
+    )
+    curves, gamma = tables["learning_curves"], tables["gamma"]
+    # 3 models x 2 sizes, 2 models x 1 size
+    assert len(curves) == 6 and len(gamma) == 2
+    assert all(row["n_seeds"] == 2 for row in curves + gamma)
+    assert {row["n_params"] for row in curves} == {20 * 5}
+    # One line per (part, setting, model), plus headers; all with elapsed time.
+    assert sum("] part A " in m for m in messages) == 3
+    assert sum("] part B " in m for m in messages) == 2
+    assert all(m.startswith("[rfa]") and m.endswith("s]") for m in messages)
+    # Reproducible from the master seed, and silent with progress=False.
+    again = run_rfa(
+        quick=True, n_seeds=2, random_state=3, progress=False, config=config
+    )
+    assert again == tables
+    summary = format_rfa_summary(tables)
+    assert "Part A" in summary and "gamma=1" in summary
+
+
+def test_write_csv_blank_cells(tmp_path):
+    path = write_csv(
+        [{"a": 1, "b": None}, {"a": float("nan"), "c": "x"}], tmp_path / "sub" / "t.csv"
+    )
+    columns, rows = _read_csv(path)
+    assert columns == ["a", "b", "c"]
+    assert rows == [{"a": "1", "b": "", "c": ""}, {"a": "", "b": "", "c": "x"}]
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="needs matplotlib")
+@pytest.mark.parametrize(
+    "example",
+    ["plot_rfa_learning_curves.py", "plot_mha_planted.py", "plot_implicit_bias.py"],
+)
+def test_example_runs(example, monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    try:
+        runpy.run_path(os.fspath(EXAMPLES / example), run_name="__main__")
+    finally:
+        plt.close("all")

@@ -1,0 +1,790 @@
+"""Implicit bias of softmax attention: max-margin solvers and the log-domain trainer.
+
+References are slow and obvious: loops over sequences and tokens, finite
+differences, vertex enumeration, an independent SciPy solver, the explicit
+min-norm formula, and 400-digit mpmath arithmetic for the saturated regime.
+"""
+
+import itertools
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.optimize import linprog, minimize
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_attn._backend import Device
+from sklearn_attn.attention import _implicit_bias as ib
+from sklearn_attn.attention import _max_margin as mm
+from sklearn_attn.attention._implicit_bias import (
+    AttentionTrainingResult,
+    make_max_margin_attention_data,
+    train_attention_classifier,
+)
+from sklearn_attn.attention._max_margin import (
+    attention_margin,
+    max_margin_feasible,
+    max_margin_svm,
+)
+
+NORMS = {"full": ("frobenius", "nuclear"), "diagonal": ("l2", "l1")}
+
+
+def _full_data(seed=0, n=6, T=4, d=8):
+    return make_max_margin_attention_data(n, T, d, random_state=seed)
+
+
+def _diag_data(seed=0, n=5, T=3, d=10):
+    return make_max_margin_attention_data(
+        n, T, d, structure="diagonal", random_state=seed
+    )
+
+
+def _constraint_values_loop(W, X, z, opt):
+    values = []
+    for i in range(X.shape[0]):
+        for t in range(X.shape[1]):
+            if t != opt[i]:
+                values.append((X[i, opt[i]] - X[i, t]) @ W @ z[i])
+    return np.array(values)
+
+
+def _norm(W, norm):
+    if norm == "l1":
+        return np.abs(np.diag(W)).sum()
+    if norm == "nuclear":
+        return np.linalg.norm(W, "nuc")
+    return np.linalg.norm(W)
+
+
+# -- data ------------------------------------------------------------------------------
+def test_data_follow_the_protocol():
+    X, z, y, v, opt = _full_data(3)
+    assert X.shape == (6, 4, 8) and z.shape == (6, 8) and v.shape == (8,)
+    assert_allclose(np.linalg.norm(X, axis=2), 1.0)
+    assert_allclose(np.linalg.norm(z, axis=1), 1.0)
+    assert_allclose(np.linalg.norm(v), 1.0)
+    assert set(np.unique(y)) <= {-1.0, 1.0}
+    assert_array_equal(opt, np.argmax(y[:, None] * (X @ v), axis=1))
+    assert max_margin_feasible(X, z, y, v)
+    again = _full_data(3)
+    for a, b in zip((X, z, y, v, opt), again, strict=True):
+        assert_array_equal(a, b)
+
+
+def test_diagonal_data_are_separable_by_diagonal_weights():
+    for seed in range(3):
+        X, z, y, v, opt = _diag_data(seed)
+        assert max_margin_feasible(X, z, y, v, structure="diagonal")
+
+
+def test_data_gives_up_when_separation_is_impossible():
+    # One weight and 40 constraints: separable draws essentially never occur.
+    with pytest.raises(RuntimeError, match="No instance separable"):
+        make_max_margin_attention_data(
+            20, 3, 1, structure="diagonal", max_tries=3, random_state=0
+        )
+
+
+# -- max-margin solvers ----------------------------------------------------------------
+def _infeasible_problem():
+    # d = 1: the two sequences ask for 2 w >= 1 and -2 w >= 1.
+    X = np.array([[[1.0], [-1.0]], [[1.0], [-1.0]]])
+    z = np.array([[1.0], [-1.0]])
+    return X, z, np.array([1.0, 1.0]), np.array([1.0])
+
+
+@pytest.mark.parametrize("norm", ["frobenius", "nuclear", "l2", "l1"])
+def test_infeasible_problems_raise(norm):
+    X, z, y, v = _infeasible_problem()
+    structure = mm._STRUCTURE_OF_NORM[norm]
+    assert not max_margin_feasible(X, z, y, v, structure=structure)
+    with pytest.raises(ValueError, match="infeasible"):
+        max_margin_svm(X, z, y, v, norm=norm, random_state=0)
+
+
+@pytest.mark.parametrize("structure", ["full", "diagonal"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solutions_are_feasible_and_no_worse_than_other_feasible_points(
+    structure, seed
+):
+    data = _full_data(seed) if structure == "full" else _diag_data(seed)
+    X, z, y, v, opt = data
+    rng = np.random.default_rng(seed)
+    a, b = mm._constraint_vectors(X, z, opt)
+    A = mm._constraint_matrix(a, b, structure)
+    d = X.shape[2]
+    # Other feasible points: LP vertices for random objectives in a box, and
+    # random perturbations of the solution at several scales, each scaled to
+    # unit margin (any W with a positive margin becomes feasible that way).
+    others = []
+    for _ in range(10):
+        res = linprog(
+            rng.standard_normal(A.shape[1]),
+            A_ub=-A,
+            b_ub=-np.ones(len(A)),
+            bounds=(-1e3, 1e3),
+            method="highs",
+        )
+        w = res.x
+        others.append(np.diag(w) if structure == "diagonal" else w.reshape(d, d))
+    for norm in NORMS[structure]:
+        W, value = max_margin_svm(X, z, y, v, norm=norm, random_state=0)
+        values = _constraint_values_loop(W, X, z, opt)
+        assert values.min() >= 1 - 1e-9
+        assert_allclose(values.min(), 1.0, rtol=1e-12)
+        assert_allclose(value, _norm(W, norm), rtol=1e-12)
+        if structure == "diagonal":
+            assert_array_equal(W, np.diag(np.diag(W)))
+        candidates = list(others)
+        for scale in (1e-3, 1e-2, 1e-1, 1.0):
+            for _ in range(20):
+                noise = (
+                    rng.standard_normal((d, d))
+                    if structure == "full"
+                    else (np.diag(rng.standard_normal(d)))
+                )
+                candidates.append(W + scale * np.linalg.norm(W) * noise / d)
+        n_checked = 0
+        for C in candidates:
+            margin = attention_margin(C, X, z, y, v)
+            if margin > 0:
+                n_checked += 1
+                # 1e-9: the solvers' own tolerance on the optimal value.
+                assert _norm(C / margin, norm) >= value * (1 - 1e-9)
+        assert n_checked >= 50
+
+
+def _vertex_enumeration_2d(A, norm):
+    """min ||w|| over {A w >= 1} in R^2 by enumerating candidate points.
+
+    l1: the optimum of a piecewise-linear convex function over a polygon is at
+    a vertex of the polygon or where an edge crosses a coordinate axis (a kink
+    of ||.||_1). l2: at a vertex or at the projection of 0 on an edge line.
+    """
+    m = len(A)
+    points = []
+    for j, k in itertools.combinations(range(m), 2):
+        M = A[[j, k]]
+        if abs(np.linalg.det(M)) > 1e-12:
+            points.append(np.linalg.solve(M, np.ones(2)))
+    for j in range(m):
+        for axis in range(2):  # the edge line crossing an axis
+            if abs(A[j, 1 - axis]) > 1e-12:
+                p = np.zeros(2)
+                p[1 - axis] = 1.0 / A[j, 1 - axis]
+                points.append(p)
+        points.append(A[j] / (A[j] @ A[j]))
+    points = [p for p in points if np.all(A @ p >= 1 - 1e-9)]
+    order = 1 if norm == "l1" else 2
+    return min(points, key=lambda p: np.linalg.norm(p, order))
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_diagonal_svms_match_vertex_enumeration_in_2d(norm):
+    n_checked = 0
+    for seed in range(40):
+        X, z, y, v, opt = make_max_margin_attention_data(
+            3, 3, 2, structure="diagonal", random_state=seed
+        )
+        a, b = mm._constraint_vectors(X, z, opt)
+        expected = _vertex_enumeration_2d(a * b, norm)
+        W, value = max_margin_svm(X, z, y, v, norm=norm)
+        assert_allclose(np.diag(W), expected, rtol=1e-7, atol=1e-9)
+        assert_allclose(
+            value, np.linalg.norm(expected, 1 if norm == "l1" else 2), rtol=1e-9
+        )
+        n_checked += 1
+    assert n_checked == 40
+
+
+def test_frobenius_svm_is_the_explicit_min_norm_solution_when_all_active():
+    """If alpha = (A A^T)^{-1} 1 >= 0, then W = A^T alpha solves the SVM (KKT)."""
+    found = 0
+    for seed in range(200):
+        X, z, y, v, opt = make_max_margin_attention_data(3, 3, 4, random_state=seed)
+        a, b = mm._constraint_vectors(X, z, opt)
+        A = mm._constraint_matrix(a, b, "full")
+        alpha = np.linalg.solve(A @ A.T, np.ones(len(A)))
+        if alpha.min() <= 1e-3:
+            continue
+        W, value = max_margin_svm(X, z, y, v, norm="frobenius")
+        explicit = (A.T @ alpha).reshape(4, 4)
+        assert_allclose(W, explicit, rtol=1e-9, atol=1e-12)
+        assert_allclose(value**2, alpha.sum(), rtol=1e-9)  # ||W||^2 = 1^T alpha
+        found += 1
+        if found == 3:
+            break
+    assert found == 3
+
+
+@pytest.mark.parametrize("structure", ["full", "diagonal"])
+def test_min_norm_svm_matches_slsqp(structure):
+    """The exact active-set solution against an independent QP formulation."""
+    X, z, y, v, opt = _full_data(4) if structure == "full" else _diag_data(4)
+    a, b = mm._constraint_vectors(X, z, opt)
+    A = mm._constraint_matrix(a, b, structure)
+    norm = "frobenius" if structure == "full" else "l2"
+    W, value = max_margin_svm(X, z, y, v, norm=norm)
+    res = minimize(
+        lambda w: (0.5 * w @ w, w),
+        np.linalg.pinv(A) @ np.ones(len(A)),
+        jac=True,
+        method="SLSQP",
+        constraints=[{"type": "ineq", "fun": lambda w: A @ w - 1, "jac": lambda w: A}],
+        options={"ftol": 1e-13, "maxiter": 500},
+    )
+    assert res.success
+    # SLSQP stops at ftol: values agree to ~1e-8, solutions to ~1e-6.
+    assert_allclose(value, np.linalg.norm(res.x), rtol=1e-8)
+    expected = np.diag(res.x) if structure == "diagonal" else res.x.reshape(W.shape)
+    assert_allclose(W, expected, atol=1e-6 * np.abs(W).max())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nuclear_svm_meets_its_dual_lower_bound(seed):
+    X, z, y, v, opt = _full_data(seed)
+    W, value = max_margin_svm(X, z, y, v, norm="nuclear", random_state=0)
+    a, b = mm._constraint_vectors(X, z, opt)
+    lower = mm._nuclear_dual_bound(a, b, W)
+    # Weak duality makes `lower` a certified bound; SLSQP's ftol of 1e-15 on
+    # the objective leaves a gap of ~1e-8 relative at most.
+    assert lower <= value * (1 + 1e-12)
+    assert value - lower <= 1e-6 * value
+    W_fro, fro = max_margin_svm(X, z, y, v, norm="frobenius")
+    assert value <= np.linalg.norm(W_fro, "nuc") + 1e-9
+    assert fro <= np.linalg.norm(W) + 1e-9
+    # The nuclear solution is of lower rank (the pilot's rank 3 against 6).
+    tol = 1e-6 * value
+    rank = np.sum(np.linalg.svd(W, compute_uv=False) > tol)
+    assert rank < np.sum(np.linalg.svd(W_fro, compute_uv=False) > tol)
+
+
+def test_nuclear_and_frobenius_agree_for_one_sequence():
+    """One query z: W z = u must hold, so both solutions are u z^T (rank 1)."""
+    X, z, y, v, opt = make_max_margin_attention_data(1, 5, 4, random_state=0)
+    W_fro, fro = max_margin_svm(X, z, y, v, norm="frobenius")
+    W_nuc, nuc = max_margin_svm(X, z, y, v, norm="nuclear", random_state=0)
+    assert_allclose(nuc, fro, rtol=1e-7)
+    assert_allclose(W_nuc, W_fro, atol=1e-6 * np.abs(W_fro).max())
+    assert_allclose(np.linalg.svd(W_fro, compute_uv=False)[1:], 0, atol=1e-12)
+
+
+def test_attention_margin_matches_loop():
+    X, z, y, v, opt = _full_data(1)
+    W = np.random.default_rng(0).standard_normal((8, 8))
+    assert_allclose(
+        attention_margin(W, X, z, y, v),
+        _constraint_values_loop(W, X, z, opt).min(),
+        rtol=1e-13,
+    )
+    w = np.arange(8.0)
+    assert_allclose(
+        attention_margin(w, X, z, y, v),
+        attention_margin(np.diag(w), X, z, y, v),
+        rtol=1e-13,
+    )
+    other = (opt + 1) % 4
+    assert_allclose(
+        attention_margin(W, X, z, y, v, opt=other),
+        _constraint_values_loop(W, X, z, other).min(),
+        rtol=1e-13,
+    )
+
+
+def test_svm_inputs_are_validated_and_not_modified():
+    X, z, y, v, opt = _full_data(0)
+    copies = [a.copy() for a in (X, z, y, v)]
+    max_margin_svm(X, z, y, v, norm="frobenius")
+    for a, b in zip((X, z, y, v), copies, strict=True):
+        assert_array_equal(a, b)
+    with pytest.raises(InvalidParameterError, match="norm"):
+        max_margin_svm(X, z, y, v, norm="l3")
+    with pytest.raises(ValueError, match="y must contain only -1 and"):
+        max_margin_svm(X, z, np.zeros(6), v)
+    with pytest.raises(ValueError, match="z must have shape"):
+        max_margin_svm(X, z[:, :3], y, v)
+    with pytest.raises(ValueError, match="opt must be token indices"):
+        max_margin_svm(X, z, y, v, opt=np.full(6, 9))
+    with pytest.raises(ValueError, match="X must be 3-D"):
+        max_margin_svm(X[0], z, y, v)
+    with pytest.raises(ValueError, match="W must have shape"):
+        attention_margin(np.eye(3), X, z, y, v)
+
+
+# -- classifier: references ------------------------------------------------------------
+def _loss_fn(loss):
+    return {
+        "exponential": lambda m: np.exp(-m),
+        "logistic": lambda m: np.log1p(np.exp(-m)),
+    }[loss]
+
+
+def _naive_loss(W, X, z, y, v, loss):
+    """(1/n) sum_i l(y_i v^T X_i^T softmax(X_i W z_i)), a loop over sequences."""
+    ell = _loss_fn(loss)
+    total = 0.0
+    for i in range(X.shape[0]):
+        s = X[i] @ W @ z[i]
+        S = np.exp(s - s.max())
+        S /= S.sum()
+        total += ell(y[i] * (S @ (X[i] @ v)))
+    return total / X.shape[0]
+
+
+def _loss_floor(X, y, v, loss):
+    gamma = y[:, None] * (X @ v)
+    return np.mean(_loss_fn(loss)(gamma.max(axis=1)))
+
+
+def _weights_of(params, structure):
+    if len(params) == 1:
+        W = params[0]
+    else:
+        W = params[0] @ params[1].T if structure == "full" else params[0] * params[1]
+    return np.diag(W) if structure == "diagonal" else W
+
+
+def _our_gradients(params, data, structure, loss):
+    X, z, y, v, _ = data
+    prob = ib._Problem(X[None], z[None], y[None], v[None], Device())
+    batch = [p[None] for p in params]
+    W = ib._weights(batch, structure, np)
+    G, log_scale = ib._descent_direction(W, prob, structure, loss)
+    dirs = ib._param_directions(G, batch, structure, np)
+    return [-np.exp(log_scale[0]) * D[0] for D in dirs]
+
+
+@pytest.mark.parametrize("loss", ["exponential", "logistic"])
+@pytest.mark.parametrize("structure", ["full", "diagonal"])
+@pytest.mark.parametrize("parametrization", ["separate", "combined"])
+def test_gradients_match_finite_differences(parametrization, structure, loss):
+    data = make_max_margin_attention_data(4, 3, 3, random_state=1)
+    X, z, y, v, _ = data
+    rng = np.random.default_rng(0)
+    shape = (3, 3) if structure == "full" else (3,)
+    count = 2 if parametrization == "separate" else 1
+    # Entries of order 1: attention far from saturation, so that the plain
+    # float64 loss is accurate and central differences (h = 1e-6, truncation
+    # error ~1e-12, rounding ~1e-10) resolve the gradient to ~1e-8 relative.
+    params = [rng.standard_normal(shape) for _ in range(count)]
+    grads = _our_gradients(params, data, structure, loss)
+    h = 1e-6
+    for p, g in zip(params, grads, strict=True):
+        fd = np.zeros_like(p)
+        for idx in np.ndindex(p.shape):
+            old = p[idx]
+            p[idx] = old + h
+            up = _naive_loss(_weights_of(params, structure), X, z, y, v, loss)
+            p[idx] = old - h
+            down = _naive_loss(_weights_of(params, structure), X, z, y, v, loss)
+            p[idx] = old
+            fd[idx] = (up - down) / (2 * h)
+        assert_allclose(g, fd, atol=1e-7 * np.abs(fd).max())
+
+
+def _ours_at(W, data, loss, structure="full"):
+    X, z, y, v, _ = data
+    prob = ib._Problem(X[None], z[None], y[None], v[None], Device())
+    excess, attention = ib._log10_excess_loss(W[None], prob, structure, loss)
+    G, log_scale = ib._descent_direction(W[None], prob, structure, loss)
+    return excess[0], G[0], log_scale[0]
+
+
+@pytest.mark.parametrize("loss", ["exponential", "logistic"])
+@pytest.mark.parametrize("scale", [0.5, 2.0, 8.0])
+def test_log_domain_matches_naive_float64_where_both_are_accurate(loss, scale):
+    data = _full_data(0)
+    X, z, y, v, _ = data
+    W_fro, _ = max_margin_svm(X, z, y, v, norm="frobenius")
+    W = scale * W_fro
+    excess, G, log_scale = _ours_at(W, data, loss)
+    naive = _naive_loss(W, X, z, y, v, loss) - _loss_floor(X, y, v, loss)
+    # The naive difference loses ~1e-16 * L* absolutely; at these scales the
+    # excess is >= 1e-5, so it is good to ~1e-10 relative.
+    assert naive > 1e-5
+    assert_allclose(10.0**excess, naive, rtol=1e-8)
+    ref = -_naive_gradient(W, X, z, y, v, loss)
+    assert_allclose(np.exp(log_scale) * G, ref, atol=1e-12 * np.abs(ref).max())
+
+
+def _naive_gradient(W, X, z, y, v, loss):
+    """grad_W L in plain float64, a loop over sequences and tokens."""
+    grad = np.zeros_like(W)
+    n = X.shape[0]
+    for i in range(n):
+        s = X[i] @ W @ z[i]
+        S = np.exp(s - s.max())
+        S /= S.sum()
+        u = X[i] @ v
+        m = y[i] * (S @ u)
+        dl = -np.exp(-m) if loss == "exponential" else -1 / (1 + np.exp(m))
+        for t in range(X.shape[1]):
+            grad += dl * y[i] * S[t] * (u[t] - S @ u) * np.outer(X[i, t], z[i]) / n
+    return grad
+
+
+def _mpmath_reference(W, X, z, y, v, loss):
+    """log10(L - L*), grad_W L / ||grad||_F and log ||grad||_F at 1500 digits."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 1500
+    n, T, d = X.shape
+    ell = (
+        (lambda m: mp.e ** (-m))
+        if loss == "exponential"
+        else (lambda m: mp.log(1 + mp.e ** (-m)))
+    )
+    dell = (
+        (lambda m: -(mp.e ** (-m)))
+        if loss == "exponential"
+        else (lambda m: -1 / (1 + mp.e**m))
+    )
+    f = lambda a: [mp.mpf(float(x)) for x in np.ravel(a)]  # noqa: E731
+    Wm = mp.matrix(d, d)
+    for k, val in enumerate(f(W)):
+        Wm[k // d, k % d] = val
+    excess = mp.mpf(0)
+    grad = mp.matrix(d, d)
+    for i in range(n):
+        xs = [mp.matrix(f(X[i, t])) for t in range(T)]
+        zi = mp.matrix(f(z[i]))
+        vi = mp.matrix(f(v))
+        s = [(xs[t].T * Wm * zi)[0] for t in range(T)]
+        top = max(s)
+        ex = [mp.e ** (st - top) for st in s]
+        S = [e / sum(ex) for e in ex]
+        u = [(xs[t].T * vi)[0] for t in range(T)]
+        phi = sum(S[t] * u[t] for t in range(T))
+        yi = mp.mpf(float(y[i]))
+        excess += ell(yi * phi) - ell(max(yi * ut for ut in u))
+        for t in range(T):
+            grad += dell(yi * phi) * yi * S[t] * (u[t] - phi) * (xs[t] * zi.T) / n
+    norm = mp.sqrt(sum(g**2 for g in grad))
+    direction = np.array(
+        [[float(grad[k, j] / norm) for j in range(d)] for k in range(d)]
+    )
+    return float(mp.log10(excess / n)), direction, float(mp.log(norm))
+
+
+@pytest.mark.parametrize("loss", ["exponential", "logistic"])
+@pytest.mark.parametrize("kind", ["svm", "random"])
+def test_log_domain_matches_mpmath_after_saturation(loss, kind):
+    """Score gaps of ~1e3: every non-selected exp() underflows in float64.
+
+    The excess loss is then ~1e-900, so the reference needs ~1e3 digits.
+    """
+    data = make_max_margin_attention_data(3, 3, 3, random_state=2)
+    X, z, y, v, _ = data
+    if kind == "svm":  # attention saturates on the optimal tokens
+        W = 2000.0 * max_margin_svm(X, z, y, v, norm="frobenius")[0]
+    else:  # ... or on other tokens in some sequences
+        W = 1500.0 * np.random.default_rng(0).standard_normal((3, 3))
+    excess, G, log_scale = _ours_at(W, data, loss)
+    ref_excess, ref_dir, ref_log_norm = _mpmath_reference(W, X, z, y, v, loss)
+    assert np.isfinite(excess) and np.isfinite(G).all()
+    # Relative accuracy of the log10 excess and of log ||grad||: the scores
+    # themselves carry rounding of ~1e-16 * |score| ~ 1e-13 absolute.
+    assert_allclose(excess, ref_excess, rtol=1e-12)
+    assert_allclose(log_scale + np.log(np.linalg.norm(G)), ref_log_norm, rtol=1e-12)
+    assert_allclose(-G / np.linalg.norm(G), ref_dir, atol=1e-10)
+    if kind == "svm":
+        assert excess < -300  # beyond the smallest float64
+
+
+def test_hard_attention_is_scale_invariant():
+    """What the rescaling of "relative_gd" relies on, checked on both sides.
+
+    Once every score gap is far beyond exp's range, the normalised direction
+    depends only on W's direction, and the excess loss at ``c W`` follows
+    from the log-attention at ``W`` scaled by ``c``.
+    """
+    data = _full_data(0)
+    X, z, y, v, _ = data
+    W_fro, _ = max_margin_svm(X, z, y, v, norm="frobenius")
+    rng = np.random.default_rng(0)
+    for W in (W_fro, rng.standard_normal((8, 8))):  # optimal / other tokens
+        _, G1, _ = _ours_at(1e20 * W, data, "exponential")
+        _, G2, _ = _ours_at(1e45 * W, data, "exponential")
+        assert_allclose(
+            G1 / np.linalg.norm(G1), G2 / np.linalg.norm(G2), rtol=1e-12, atol=1e-15
+        )
+        # W_small: every gap between a sequence's top score and the others is
+        # >= 50 (so the linearisation error is ~e^-50); W_big = 20 W_small.
+        scores = np.einsum("ntd,de,ne->nt", X, W, z)
+        top = np.sort(scores, axis=1)
+        W_small = 50 * W / (top[:, -1] - top[:, -2]).min()
+        direct, _, _ = _ours_at(20 * W_small, data, "logistic")
+        prob = ib._Problem(X[None], z[None], y[None], v[None], Device())
+        scaled, _ = ib._log10_excess_loss(
+            W_small[None], prob, "full", "logistic", gain=np.array([20.0])
+        )
+        assert_allclose(scaled[0], direct, rtol=1e-12)
+
+
+@pytest.mark.parametrize("parametrization", ["separate", "combined"])
+def test_relative_steps_rescale_without_changing_the_path(parametrization):
+    X, z, y, v, _ = _full_data(0)
+    result = train_attention_classifier(
+        X,
+        z,
+        y,
+        v,
+        parametrization=parametrization,
+        optimizer="relative_gd",
+        learning_rate=0.05,
+        n_iter=9000,
+        checkpoints=np.arange(0, 9001, 500),
+        random_state=0,
+    )
+    per_rescale = 50 if parametrization == "separate" else 25
+    scale = result.log10_scale
+    assert scale[-1] >= per_rescale
+    assert_allclose(scale % per_rescale, 0, atol=1e-9)
+    assert np.all(np.diff(scale) >= 0)
+    assert np.all(result.frobenius_norm < 1e101)
+    # Consecutive checkpoints (500 steps apart) are as close in direction
+    # across a rescaling as elsewhere: 0.993 to 0.999 with relative steps of
+    # 5%, whose jitter sets that spread (observed over 12000 steps).
+    W = result.W / result.frobenius_norm[:, None, None]
+    closeness = np.einsum("cij,cij->c", W[1:], W[:-1])
+    jumped = np.diff(scale) > 0
+    late = result.iterations[1:] > 1000
+    assert jumped.any()
+    assert closeness[late].min() > 0.99
+    # The excess loss keeps falling through the rescalings (or is -inf).
+    loss = result.log10_excess_loss
+    assert np.all((np.diff(loss[2:]) < 0) | np.isneginf(loss[3:]))
+
+
+# -- classifier: training --------------------------------------------------------------
+def test_plain_gd_matches_explicit_steps():
+    data = make_max_margin_attention_data(4, 3, 3, random_state=1)
+    X, z, y, v, _ = data
+    lr, n_iter = 0.7, 5
+    result = train_attention_classifier(
+        X,
+        z,
+        y,
+        v,
+        parametrization="combined",
+        optimizer="gd",
+        learning_rate=lr,
+        n_iter=n_iter,
+        init_scale=0.3,
+        checkpoints=np.arange(n_iter + 1),
+        random_state=0,
+    )
+    W = 0.3 * np.random.RandomState(0).standard_normal((3, 3))
+    for it in range(n_iter + 1):
+        assert_allclose(result.W[it], W, rtol=1e-12, atol=1e-14)
+        W = W - lr * _naive_gradient(W, X, z, y, v, "exponential")
+
+
+@pytest.mark.parametrize("optimizer", ["normalized_gd", "relative_gd"])
+@pytest.mark.parametrize("parametrization", ["separate", "combined"])
+def test_normalized_steps_have_the_stated_length(optimizer, parametrization):
+    X, z, y, v, _ = _full_data(0)
+    lr = 0.05
+    runs = [
+        train_attention_classifier(
+            X,
+            z,
+            y,
+            v,
+            parametrization=parametrization,
+            optimizer=optimizer,
+            learning_rate=lr,
+            n_iter=n_iter,
+            checkpoints=[n_iter],
+            random_state=0,
+        )
+        for n_iter in (60, 61)
+    ]
+    before = np.concatenate([p.ravel() for p in runs[0].params.values()])
+    after = np.concatenate([p.ravel() for p in runs[1].params.values()])
+    size = max(np.linalg.norm(before), 1.0) if optimizer == "relative_gd" else 1.0
+    assert_allclose(np.linalg.norm(after - before), lr * size, rtol=1e-10)
+
+
+def test_batched_problems_match_single_runs():
+    datasets = [_full_data(seed) for seed in (0, 1)]
+    stacked = [np.stack(a) for a in zip(*datasets, strict=True)]
+    kwargs = dict(parametrization="separate", n_iter=40, checkpoints=5, random_state=0)
+    batch = train_attention_classifier(*stacked[:4], **kwargs)
+    single = train_attention_classifier(*datasets[0][:4], **kwargs)
+    assert batch.W.shape == (2,) + single.W.shape
+    assert batch.log10_excess_loss.shape == (2, len(single.iterations))
+    assert_allclose(batch.W[0], single.W, rtol=1e-10, atol=1e-14)
+    assert_allclose(batch.log10_excess_loss[0], single.log10_excess_loss, rtol=1e-10)
+    assert_allclose(batch.params["K"][0], single.params["K"], rtol=1e-10)
+    assert_array_equal(batch.selected_tokens[0], single.selected_tokens)
+
+
+def test_result_is_consistent_reproducible_and_picklable():
+    X, z, y, v, opt = _full_data(0)
+    copies = [a.copy() for a in (X, z, y, v)]
+    kwargs = dict(
+        optimizer="relative_gd",
+        learning_rate=0.01,
+        n_iter=500,
+        checkpoints=7,
+        random_state=3,
+    )
+    result = train_attention_classifier(X, z, y, v, **kwargs)
+    for a, b in zip((X, z, y, v), copies, strict=True):
+        assert_array_equal(a, b)
+    again = train_attention_classifier(X, z, y, v, **kwargs)
+    assert_array_equal(result.W, again.W)
+    assert isinstance(result, AttentionTrainingResult)
+    assert result.iterations[0] == 0 and result.iterations[-1] == 500
+    assert len(result.iterations) == 7
+    assert_allclose(result.params["K"] @ result.params["Q"].T, result.W[-1])
+    for c in range(len(result.iterations)):
+        W = result.W[c]
+        assert_allclose(result.margin[c], attention_margin(W, X, z, y, v), rtol=1e-10)
+        assert_allclose(result.nuclear_norm[c], np.linalg.norm(W, "nuc"), rtol=1e-10)
+        assert_allclose(result.frobenius_norm[c], np.linalg.norm(W), rtol=1e-12)
+    assert_allclose(result.singular_values[-1].sum(), result.nuclear_norm[-1])
+    assert np.all(np.diff(result.log10_excess_loss[2:]) < 0)
+    assert result.opt_attention[-1] == pytest.approx(1.0)
+    assert_array_equal(result.selected_tokens, opt)
+    W_ref = np.random.default_rng(0).standard_normal((8, 8))
+    expected = [
+        np.sum(W * W_ref) / np.linalg.norm(W) / np.linalg.norm(W_ref) for W in result.W
+    ]
+    assert_allclose(result.correlation(W_ref), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="W_ref must have shape"):
+        result.correlation(np.eye(3))
+    restored = pickle.loads(pickle.dumps(result))
+    assert_array_equal(restored.W, result.W)
+
+
+def test_diagonal_results_hold_diagonal_matrices():
+    X, z, y, v, _ = _diag_data(0)
+    result = train_attention_classifier(
+        X, z, y, v, structure="diagonal", n_iter=20, checkpoints=3, random_state=0
+    )
+    assert result.W.shape == (3, 10, 10)
+    assert_array_equal(result.W[-1], np.diag(np.diag(result.W[-1])))
+    assert_allclose(np.diag(result.W[-1]), result.params["k"] * result.params["q"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("parametrization", ["separate", "combined"])
+def test_cuda_matches_cpu(parametrization):
+    X, z, y, v, _ = _full_data(0)
+    kwargs = dict(
+        parametrization=parametrization,
+        optimizer="relative_gd",
+        learning_rate=0.01,
+        n_iter=300,
+        checkpoints=4,
+        random_state=0,
+    )
+    cpu = train_attention_classifier(X, z, y, v, device="cpu", **kwargs)
+    gpu = train_attention_classifier(X, z, y, v, device="cuda", **kwargs)
+    assert isinstance(gpu.W, np.ndarray)
+    # Same float64 arithmetic up to the order of reductions.
+    assert_allclose(gpu.W, cpu.W, rtol=1e-8, atol=1e-12)
+    assert_allclose(gpu.log10_excess_loss, cpu.log10_excess_loss, rtol=1e-8)
+
+
+def test_checkpoints():
+    assert_array_equal(ib._checkpoint_iterations(4, 1000), [0, 1, 32, 1000])
+    assert_array_equal(ib._checkpoint_iterations(np.array([5, 0, 5]), 10), [0, 5])
+    assert_array_equal(ib._checkpoint_iterations(3, 0), [0])
+    with pytest.raises(ValueError, match="checkpoints must lie"):
+        ib._checkpoint_iterations(np.array([11]), 10)
+    with pytest.raises(ValueError, match="1-D array of iteration"):
+        ib._checkpoint_iterations(np.array([0.5]), 10)
+
+
+def test_training_inputs_are_validated():
+    X, z, y, v, _ = _full_data(0)
+    with pytest.raises(InvalidParameterError, match="parametrization"):
+        train_attention_classifier(X, z, y, v, parametrization="factored")
+    with pytest.raises(InvalidParameterError, match="learning_rate"):
+        train_attention_classifier(X, z, y, v, learning_rate=0)
+    with pytest.raises(ValueError, match="y must contain only"):
+        train_attention_classifier(X, z, 2 * y, v)
+    with pytest.raises(ValueError, match="v must have shape"):
+        train_attention_classifier(X[None], z[None], y[None], v)
+    with pytest.raises(ValueError, match="device must be"):
+        train_attention_classifier(X, z, y, v, device="tpu", n_iter=1)
+
+
+# -- the implicit bias itself ----------------------------------------------------------
+def _bias_runs(structure, n_seeds=4):
+    """Both parametrizations on seeds 0..3, 6000 relative steps of 3% each."""
+    make = _full_data if structure == "full" else _diag_data
+    data = [make(seed) for seed in range(n_seeds)]
+    stacked = [np.stack(a) for a in zip(*data, strict=True)][:4]
+    kwargs = dict(
+        structure=structure,
+        optimizer="relative_gd",
+        learning_rate=0.03,
+        n_iter=6000,
+        checkpoints=3,
+        random_state=0,
+    )
+    runs = {
+        par: train_attention_classifier(*stacked, parametrization=par, **kwargs)
+        for par in ("combined", "separate")
+    }
+    combined_norm, separate_norm = NORMS[structure]
+    table = {}
+    for par, run in runs.items():
+        for b, (X, z, y, v, _) in enumerate(data):
+            sel = run.selected_tokens[b]  # Tarzanagh et al.: SVM of the selection
+            W = run.W[b, -1]
+            corr = {}
+            for norm in (combined_norm, separate_norm):
+                W_svm, value = max_margin_svm(
+                    X, z, y, v, norm=norm, opt=sel, n_starts=3, random_state=0
+                )
+                corr[norm] = (
+                    np.sum(W * W_svm) / np.linalg.norm(W) / np.linalg.norm(W_svm)
+                )
+            ratio = _norm(W, separate_norm) / attention_margin(W, X, z, y, v, opt=sel)
+            table[par, b] = corr, ratio / value
+    return table
+
+
+def test_implicit_bias_full_matrices():
+    """Combined W -> Frobenius SVM; (K, Q) -> nuclear-norm SVM (seeded).
+
+    Tolerances: with relative steps of 3% the direction settles to ~1e-3 of
+    the limit (the benchmark's 1% steps reach 1e-4), so correlations >= 0.999
+    (combined) and >= 0.995 (separate, whose convergence is logarithmic) and
+    a nuclear ratio within 10% of the optimum (observed: 3% to 7.5%); the
+    other parametrization stays below 0.9 correlation with each limit.
+    """
+    table = _bias_runs("full")
+    for b in range(4):
+        comb, _ = table["combined", b]
+        sep, sep_ratio = table["separate", b]
+        assert comb["frobenius"] >= 0.999
+        assert sep["nuclear"] >= 0.995
+        assert sep_ratio <= 1.10
+        assert comb["nuclear"] < 0.9 and sep["frobenius"] < 0.9
+
+
+def test_implicit_bias_diagonal():
+    """Combined w -> l2 SVM; k * q -> l1 SVM (seeded).
+
+    The l1 limit is approached more slowly on some instances (seed 3 here:
+    0.98 after 6000 steps of 3%, 0.9999 after 80000 steps of 1%, as in the
+    benchmark), so the separate run must reach 0.999 on three of the four
+    seeds and 0.975 on all.
+    """
+    table = _bias_runs("diagonal")
+    sep_corr = []
+    for b in range(4):
+        comb, _ = table["combined", b]
+        sep, _ = table["separate", b]
+        assert comb["l2"] >= 0.999
+        assert sep["l1"] >= 0.975
+        assert sep["l1"] > comb["l1"] + 0.04 and comb["l2"] > sep["l2"] + 0.04
+        sep_corr.append(sep["l1"])
+    assert np.sum(np.array(sep_corr) >= 0.999) >= 3
