@@ -40,10 +40,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from sklearn_attn.attention import (
+    attention_margin,
     make_max_margin_attention_data,
+    max_margin_svm,
     train_attention_classifier,
 )
-from sklearn_attn.attention import attention_margin, max_margin_svm
 
 X, z, y, v, opt = make_max_margin_attention_data(6, 4, 8, random_state=0)
 W_fro, fro = max_margin_svm(X, z, y, v, norm="frobenius")

@@ -30,8 +30,11 @@ uniform-attention linear model and a learner with one head too few.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sklearn_attn.attention import multihead_attention
-from sklearn_attn.attention import MultiHeadAttentionLearner, match_heads
+from sklearn_attn.attention import (
+    MultiHeadAttentionLearner,
+    match_heads,
+    multihead_attention,
+)
 from sklearn_attn.datasets import make_attention_layer_regression
 
 shape = dict(n_heads=2, n_tokens=8, token_dim=8)

@@ -59,14 +59,24 @@ cv = ShuffleSplit(n_splits=3, train_size=n_train, test_size=n_test, random_state
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
 for ax, n_keys in zip(axes, [4, 16], strict=True):
     X, y = make_token_regression(
-        n_train + n_test, n_keys=n_keys, token_dim=token_dim,
-        target="correlation", random_state=n_keys,
+        n_train + n_test,
+        n_keys=n_keys,
+        token_dim=token_dim,
+        target="correlation",
+        random_state=n_keys,
     )
     for name, model in models.items():
         display = LearningCurveDisplay.from_estimator(
-            model, X, y, train_sizes=train_sizes, cv=cv,
-            scoring="neg_mean_squared_error", negate_score=True,
-            score_type="test", score_name="test MSE", ax=ax,
+            model,
+            X,
+            y,
+            train_sizes=train_sizes,
+            cv=cv,
+            scoring="neg_mean_squared_error",
+            negate_score=True,
+            score_type="test",
+            score_name="test MSE",
+            ax=ax,
         )
         display.lines_[0].set_label(name)
     ax.set_xscale("log", base=2)

@@ -146,8 +146,9 @@ def test_relu_moment_limits():
     # Zero means: the arc-cosine kernel s s' kappa1(rho).
     rho = np.linspace(-1, 1, 11)
     kappa1 = (np.sqrt(1 - rho**2) + (np.pi - np.arccos(rho)) * rho) / (2 * np.pi)
-    np.testing.assert_allclose(_relu_moment(0.0, 0.0, 2.0, 3.0, rho), 6 * kappa1,
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        _relu_moment(0.0, 0.0, 2.0, 3.0, rho), 6 * kappa1, rtol=1e-9, atol=1e-12
+    )
     # rho = 1: E[(a + Z)_+ (b + Z)_+] = (ab + 1) Phi(-c) + (a + b + c) phi(c),
     # c = max(-a, -b).
     for a, b in [(0.3, -0.2), (1.0, 1.0), (-2.0, 0.5), (0.0, 0.0)]:
@@ -206,10 +207,16 @@ def test_attention_features_converge_to_kernel(qk_mean, mu, qk_std, value_bias):
         K = brfa_kernel(X, qk_mean_scale=mu, qk_std=qk_std, value_bias=value_bias)
     _check_convergence(
         lambda M: AttentionRandomFeatures(
-            n_heads=M, qk_mean=qk_mean, qk_mean_scale=mu, qk_std=qk_std,
-            value_bias=value_bias, random_state=0,
+            n_heads=M,
+            qk_mean=qk_mean,
+            qk_mean_scale=mu,
+            qk_std=qk_std,
+            value_bias=value_bias,
+            random_state=0,
         ),
-        K, X, unit_width=3 + value_bias,
+        K,
+        X,
+        unit_width=3 + value_bias,
     )
 
 
@@ -222,7 +229,9 @@ def test_mlp_features_converge_to_kernel(bias, weight_std):
         lambda M: MLPRandomFeatures(
             n_features=M, weight_std=weight_std, bias=bias, random_state=0
         ),
-        K, X, unit_width=1,
+        K,
+        X,
+        unit_width=1,
     )
 
 
@@ -254,8 +263,10 @@ def test_flat_input_with_token_dim_equals_3d(name):
     kernel = _KERNELS[name]
     X, Y = _tokens(7, seed=7), _tokens(5, seed=8)
     np.testing.assert_allclose(
-        kernel(X.reshape(7, -1), Y.reshape(5, -1), token_dim=3), kernel(X, Y),
-        rtol=1e-13, atol=1e-14,
+        kernel(X.reshape(7, -1), Y.reshape(5, -1), token_dim=3),
+        kernel(X, Y),
+        rtol=1e-13,
+        atol=1e-14,
     )
 
 

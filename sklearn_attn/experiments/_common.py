@@ -132,8 +132,12 @@ def format_table(header, lines):
     widths = [max(len(row[j]) for row in cells) for j in range(len(header))]
     out = []
     for i, row in enumerate(cells):
-        out.append("  ".join(c.rjust(w) if j else c.ljust(w)
-                             for j, (c, w) in enumerate(zip(row, widths, strict=True))))
+        out.append(
+            "  ".join(
+                c.rjust(w) if j else c.ljust(w)
+                for j, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
         if i == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)

@@ -56,6 +56,11 @@ MODELS = ("RFA", "BiasedRFA", "RFMLP")
 # was 0.3 to 1 for BiasedRFA and 1 to 3 for RFA at n = 8192; alpha = 1 keeps
 # RFA from over-fitting (error above 1) so its failure is not an artefact of
 # too little regularisation. n avoids the interpolation threshold p = 3600.
+#
+# Run time on a 2-core machine with nothing else running: about 5 minutes
+# (4 seeds; part A ~3, part B ~2); --quick about 12 s. Other processes on
+# the same cores slow it down more than proportionally (thread
+# oversubscription): 7-14 minutes were measured at a load of 4 to 6.
 _DEFAULT_CONFIG = {
     "n_seeds": 4,
     "n_test": 2000,
@@ -152,15 +157,22 @@ def _curve_errors(model, X, y, n_train_max, train_sizes, n_jobs):
     train_idx = np.arange(n_train_max)
     test_idx = np.arange(n_train_max, n)
     sizes, _, test_scores = learning_curve(
-        model, X, y, train_sizes=np.asarray(train_sizes), cv=[(train_idx, test_idx)],
-        scoring="neg_mean_squared_error", shuffle=False, n_jobs=n_jobs,
+        model,
+        X,
+        y,
+        train_sizes=np.asarray(train_sizes),
+        cv=[(train_idx, test_idx)],
+        scoring="neg_mean_squared_error",
+        shuffle=False,
+        n_jobs=n_jobs,
         error_score="raise",
     )
     return sizes, -test_scores[:, 0] / np.var(y[test_idx])
 
 
-def _run_settings(settings, part, cfg, n_seeds, random_state, n_test, progress,
-                  n_jobs, counter):
+def _run_settings(
+    settings, part, cfg, n_seeds, random_state, n_test, progress, n_jobs, counter
+):
     """Learning curves of every model on every setting; returns table rows.
 
     ``settings`` is a list of dicts with keys target, degree, gamma, N.
@@ -179,36 +191,49 @@ def _run_settings(settings, part, cfg, n_seeds, random_state, n_test, progress,
                 data_seed, _ = seed_pair(random_state, part, key, seed)
                 _, weight_seed = seed_pair(random_state, part, key, seed, model_index)
                 X, y = make_token_regression(
-                    n_max + n_test, n_keys=setting["N"], token_dim=d,
-                    target=setting["target"], degree=setting["degree"] or 1,
-                    gamma=setting["gamma"] or 1.0, random_state=data_seed,
+                    n_max + n_test,
+                    n_keys=setting["N"],
+                    token_dim=d,
+                    target=setting["target"],
+                    degree=setting["degree"] or 1,
+                    gamma=setting["gamma"] or 1.0,
+                    random_state=data_seed,
                 )
-                model = _make_model(name, n_heads=n_heads, token_dim=d, alpha=alpha,
-                                    random_state=weight_seed)
+                model = _make_model(
+                    name,
+                    n_heads=n_heads,
+                    token_dim=d,
+                    alpha=alpha,
+                    random_state=weight_seed,
+                )
                 sizes, errs = _curve_errors(model, X, y, n_max, train_sizes, n_jobs)
                 errors.append(errs)
             errors = np.asarray(errors)
             for j, size in enumerate(sizes):
                 mean, std = summarize(errors[:, j])
-                rows.append({
-                    "model": name,
-                    "target": setting["target"],
-                    "degree": setting["degree"],
-                    "gamma": setting["gamma"],
-                    "N": setting["N"],
-                    "d": d,
-                    "n_train": int(size),
-                    "error_mean": mean,
-                    "error_std": std,
-                    "n_seeds": int(np.isfinite(errors[:, j]).sum()),
-                    "n_params": n_heads * (d + 1),
-                    "alpha": float(alpha),
-                })
+                rows.append(
+                    {
+                        "model": name,
+                        "target": setting["target"],
+                        "degree": setting["degree"],
+                        "gamma": setting["gamma"],
+                        "N": setting["N"],
+                        "d": d,
+                        "n_train": int(size),
+                        "error_mean": mean,
+                        "error_std": std,
+                        "n_seeds": int(np.isfinite(errors[:, j]).sum()),
+                        "n_params": n_heads * (d + 1),
+                        "alpha": float(alpha),
+                    }
+                )
             label = _setting_label(setting)
             mean, std = summarize(errors[:, -1])
-            progress(f"[{counter[0]}/{counter[1]}] part {'AB'[part]} {label} "
-                     f"N={setting['N']} {name}: error {mean:.3g} \u00b1 {std:.2g} "
-                     f"at n={sizes[-1]}")
+            progress(
+                f"[{counter[0]}/{counter[1]}] part {'AB'[part]} {label} "
+                f"N={setting['N']} {name}: error {mean:.3g} \u00b1 {std:.2g} "
+                f"at n={sizes[-1]}"
+            )
     return rows
 
 
@@ -218,8 +243,15 @@ def _setting_label(row):
     return f"{row['target']}(p={row['degree']})"
 
 
-def run_rfa(*, quick=False, n_seeds=None, random_state=0, progress=None, n_jobs=None,
-            config=None):
+def run_rfa(
+    *,
+    quick=False,
+    n_seeds=None,
+    random_state=0,
+    progress=None,
+    n_jobs=None,
+    config=None,
+):
     """Run the RFA / BiasedRFA / RFMLP comparisons of Fu et al. (2023).
 
     Part A measures the normalised test error ``MSE / Var(y_test)`` against the
@@ -299,28 +331,42 @@ def run_rfa(*, quick=False, n_seeds=None, random_state=0, progress=None, n_jobs=
     lc, gm = cfg["learning_curves"], cfg["gamma"]
     settings_a = [
         {"target": target, "degree": int(degree), "gamma": None, "N": int(n_keys)}
-        for n_keys in lc["n_keys"] for target, degree in lc["targets"]
+        for n_keys in lc["n_keys"]
+        for target, degree in lc["targets"]
     ]
     settings_b = [
-        {"target": "correlation", "degree": int(degree), "gamma": None,
-         "N": int(gm["n_keys"])}
+        {
+            "target": "correlation",
+            "degree": int(degree),
+            "gamma": None,
+            "N": int(gm["n_keys"]),
+        }
         for degree in gm["degrees"]
     ] + [
-        {"target": "gamma", "degree": None, "gamma": float(gamma),
-         "N": int(gm["n_keys"])}
+        {
+            "target": "gamma",
+            "degree": None,
+            "gamma": float(gamma),
+            "N": int(gm["n_keys"]),
+        }
         for gamma in gm["gammas"]
     ]
-    n_curves = (len(settings_a) * len(lc["models"])
-                + len(settings_b) * len(gm["models"]))
+    n_curves = len(settings_a) * len(lc["models"]) + len(settings_b) * len(gm["models"])
     counter = [0, n_curves]
-    report(f"part A: test error vs n, d={lc['token_dim']}, N in {list(lc['n_keys'])}, "
-           f"{lc['n_heads']} heads, {n_seeds} seeds")
-    rows_a = _run_settings(settings_a, 0, lc, n_seeds, random_state, cfg["n_test"],
-                           report, n_jobs, counter)
-    report(f"part B: BiasedRFA vs RFA across gamma, d={gm['token_dim']}, "
-           f"N={gm['n_keys']}, {gm['n_heads']} heads")
-    rows_b = _run_settings(settings_b, 1, gm, n_seeds, random_state, cfg["n_test"],
-                           report, n_jobs, counter)
+    report(
+        f"part A: test error vs n, d={lc['token_dim']}, N in {list(lc['n_keys'])}, "
+        f"{lc['n_heads']} heads, {n_seeds} seeds"
+    )
+    rows_a = _run_settings(
+        settings_a, 0, lc, n_seeds, random_state, cfg["n_test"], report, n_jobs, counter
+    )
+    report(
+        f"part B: BiasedRFA vs RFA across gamma, d={gm['token_dim']}, "
+        f"N={gm['n_keys']}, {gm['n_heads']} heads"
+    )
+    rows_b = _run_settings(
+        settings_b, 1, gm, n_seeds, random_state, cfg["n_test"], report, n_jobs, counter
+    )
     report("done")
     return {"learning_curves": rows_a, "gamma": rows_b}
 
@@ -359,8 +405,10 @@ def format_rfa_summary(tables):
         normalised test error over the repetitions.
     """
     parts = []
-    for name, title in (("learning_curves", "Part A: normalised test error"),
-                        ("gamma", "Part B: BiasedRFA vs RFA")):
+    for name, title in (
+        ("learning_curves", "Part A: normalised test error"),
+        ("gamma", "Part B: BiasedRFA vs RFA"),
+    ):
         rows = tables.get(name) or []
         if not rows:
             continue
@@ -379,8 +427,10 @@ def format_rfa_summary(tables):
             cells.append(str(n_train))
             lines.append(cells)
         d = rows[0]["d"]
-        parts.append(f"{title} (MSE / Var y, mean \u00b1 std over seeds), d={d}\n"
-                     + format_table(["target", "N", *models, "n"], lines))
+        parts.append(
+            f"{title} (MSE / Var y, mean \u00b1 std over seeds), d={d}\n"
+            + format_table(["target", "N", *models, "n"], lines)
+        )
     return "\n\n".join(parts)
 
 
@@ -391,19 +441,23 @@ _COLORS = {"RFA": "tab:blue", "BiasedRFA": "tab:orange", "RFMLP": "tab:green"}
 
 def _band(ax, x, mean, std, **kw):
     mean, std = np.asarray(mean), np.asarray(std)
-    line, = ax.plot(x, mean, marker="o", markersize=3, **kw)
+    (line,) = ax.plot(x, mean, marker="o", markersize=3, **kw)
     # Log axes: keep the lower edge of the band positive.
     lower = np.maximum(mean - std, mean * 0.05)
-    ax.fill_between(x, lower, mean + std, color=line.get_color(), alpha=0.2,
-                    linewidth=0)
+    ax.fill_between(
+        x, lower, mean + std, color=line.get_color(), alpha=0.2, linewidth=0
+    )
     return line
 
 
 def _series(rows, **match):
     sel = [r for r in rows if all(r[k] == v for k, v in match.items())]
     sel.sort(key=lambda r: r["n_train"])
-    return ([r["n_train"] for r in sel], [r["error_mean"] for r in sel],
-            [r["error_std"] for r in sel])
+    return (
+        [r["n_train"] for r in sel],
+        [r["error_mean"] for r in sel],
+        [r["error_std"] for r in sel],
+    )
 
 
 def plot_rfa(tables, path=None):
@@ -460,14 +514,17 @@ def plot_rfa(tables, path=None):
                 ax.sharey(axes[i, 0])
             ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
             for model in models:
-                x, mean, std = _series(rows_a, target=target, degree=degree, N=n,
-                                       model=model)
+                x, mean, std = _series(
+                    rows_a, target=target, degree=degree, N=n, model=model
+                )
                 if x:
                     _band(ax, x, mean, std, color=_COLORS.get(model), label=model)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_title(f"{_setting_label({'target': target, 'degree': degree})}, "
-                         f"N={n}", fontsize=9)
+            ax.set_title(
+                f"{_setting_label({'target': target, 'degree': degree})}, N={n}",
+                fontsize=9,
+            )
             ax.grid(True, which="major", alpha=0.3)
             if j == 0:
                 ax.set_ylabel("test MSE / Var(y)")
@@ -478,8 +535,11 @@ def plot_rfa(tables, path=None):
 
     if rows_b:
         _plot_gamma_row(axes[-1], rows_b)
-    fig.suptitle("Random-feature attention vs RFMLP (Fu et al., 2023): "
-                 "normalised test error, mean \u00b1 std over seeds", fontsize=10)
+    fig.suptitle(
+        "Random-feature attention vs RFMLP (Fu et al., 2023): "
+        "normalised test error, mean \u00b1 std over seeds",
+        fontsize=10,
+    )
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
@@ -498,9 +558,10 @@ def _plot_gamma_row(axes, rows):
     for k, size in enumerate(sizes):
         by_model = {}
         for model, style in (("RFA", "-"), ("BiasedRFA", "--")):
-            sel = sorted((r for r in gamma_rows
-                          if r["model"] == model and r["n_train"] == size),
-                         key=lambda r: r["gamma"])
+            sel = sorted(
+                (r for r in gamma_rows if r["model"] == model and r["n_train"] == size),
+                key=lambda r: r["gamma"],
+            )
             if not sel:
                 continue
             g = [r["gamma"] for r in sel]
@@ -508,13 +569,28 @@ def _plot_gamma_row(axes, rows):
             s = np.array([r["error_std"] for r in sel])
             by_model[model] = (g, m)
             color = _shade(_COLORS[model], shades[k])
-            ax_err.errorbar(g, m, yerr=s, linestyle=style, marker="o", markersize=3,
-                            color=color, capsize=2, label=f"{model}, n={size}")
+            ax_err.errorbar(
+                g,
+                m,
+                yerr=s,
+                linestyle=style,
+                marker="o",
+                markersize=3,
+                color=color,
+                capsize=2,
+                label=f"{model}, n={size}",
+            )
         if len(by_model) == 2 and by_model["RFA"][0] == by_model["BiasedRFA"][0]:
             g = by_model["RFA"][0]
             ratio = by_model["BiasedRFA"][1] / by_model["RFA"][1]
-            ax_ratio.plot(g, ratio, marker="o", markersize=3,
-                          color=_shade("tab:purple", shades[k]), label=f"n={size}")
+            ax_ratio.plot(
+                g,
+                ratio,
+                marker="o",
+                markersize=3,
+                color=_shade("tab:purple", shades[k]),
+                label=f"n={size}",
+            )
     ax_err.set_xlabel("gamma")
     ax_err.set_ylabel("test MSE / Var(y)")
     ax_err.set_title(f"mean_i exp(gamma t_i), d={d}, N={n_keys}", fontsize=9)
@@ -533,15 +609,22 @@ def _plot_gamma_row(axes, rows):
         for model in ("RFA", "BiasedRFA"):
             x, m, s = _series(corr, degree=degree, model=model)
             if x:
-                _band(ax_curve, x, m, s, color=_COLORS[model], linestyle=style,
-                      label=f"{model}, p={degree}")
+                _band(
+                    ax_curve,
+                    x,
+                    m,
+                    s,
+                    color=_COLORS[model],
+                    linestyle=style,
+                    label=f"{model}, p={degree}",
+                )
     ax_curve.set_xscale("log", base=2)
     if len(degrees) > 1:
         ax_curve.set_yscale("log")
     ax_curve.set_xlabel("n (training samples)")
     ax_curve.set_ylabel("test MSE / Var(y)")
     ax_curve.set_title(f"mean_i t_i^p, d={d}, N={n_keys}", fontsize=9)
-    ax_curve.legend(fontsize=7)
+    ax_curve.legend(fontsize=7, loc="center right")
 
 
 def _shade(color, amount):
