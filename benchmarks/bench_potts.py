@@ -144,7 +144,7 @@ def _synthetic(quick):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-iter", type=int, default=80)
+    parser.add_argument("--max-iter", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(

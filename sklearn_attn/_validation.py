@@ -15,7 +15,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from ._backend import is_device_array, resolve_device, to_host
 
-__all__ = ["check_token_array", "check_sample_weight"]
+__all__ = ["check_token_array", "check_sample_weight", "check_int", "check_real"]
 
 
 def _token_layout(X, token_dim, what="X"):
@@ -153,3 +153,29 @@ def check_sample_weight(sample_weight, n_samples, dtype=np.float64):
             "sample_weight must have at least one positive entry; all are zero."
         )
     return sample_weight
+
+
+def check_int(value, name, minimum):
+    """An ``int`` (not a bool) at least ``minimum``, else a clear error."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be an int >= {minimum}; got {value!r} of type "
+            f"{type(value).__name__}."
+        )
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}.")
+    return int(value)
+
+
+def check_real(value, name, *, strictly_positive):
+    """A finite real number, positive or non-negative, else a clear error."""
+    what = "a positive" if strictly_positive else "a non-negative"
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be {what} real number; got {value!r} of type "
+            f"{type(value).__name__}."
+        )
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (strictly_positive and value == 0):
+        raise ValueError(f"{name} must be {what} finite real number; got {value!r}.")
+    return value

@@ -7,40 +7,16 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._validation import check_int as _check_int
+from .._validation import check_real as _check_real
 from ..attention._layer import AttentionLayer, forward
 
 __all__ = ["make_attention_layer_regression"]
 
 _INPUTS = ("boolean", "gaussian")
-
-
-def _check_int(value, name, minimum):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise TypeError(
-            f"{name} must be an int >= {minimum}; got {value!r} of type "
-            f"{type(value).__name__}."
-        )
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}.")
-    return int(value)
-
-
-def _check_real(value, name, *, strictly_positive):
-    what = "a positive" if strictly_positive else "a non-negative"
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise TypeError(
-            f"{name} must be {what} real number; got {value!r} of type "
-            f"{type(value).__name__}."
-        )
-    value = float(value)
-    if not np.isfinite(value) or value < 0 or (strictly_positive and value == 0):
-        raise ValueError(f"{name} must be {what} finite real number; got {value!r}.")
-    return value
 
 
 def _check_layer(layer, n_heads, token_dim):

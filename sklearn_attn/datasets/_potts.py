@@ -20,8 +20,9 @@ import numbers
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
+from .._validation import check_int as _check_int
+from .._validation import check_real as _check_real
 from ..potts._sampling import gibbs_sample
-from ._tokens import _check_int, _check_real
 
 __all__ = ["make_potts_sequences"]
 

@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._backend import Device, resolve_device, to_device, to_host
+from .._validation import check_int as _check_int
 from ._model import log_conditionals, one_hot
 
 __all__ = [
@@ -49,17 +50,6 @@ _DEFAULT_MAX_CHAINS = 1000
 
 
 # -- validation ---------------------------------------------------------------------
-
-
-def _check_int(value, name, minimum):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise TypeError(
-            f"{name} must be an int >= {minimum}; got {value!r} of type "
-            f"{type(value).__name__}."
-        )
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}.")
-    return int(value)
 
 
 def _check_beta(beta):
