@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import machine_info  # noqa: E402
 
 from sklearn_attn.attention._layer import (  # noqa: E402
     cpu_workers,
@@ -51,36 +53,6 @@ from sklearn_attn.attention._learner import (  # noqa: E402
     match_heads,
 )
 from sklearn_attn.datasets._attention import make_attention_layer_regression  # noqa: E402
-
-
-def _machine():
-    import scipy
-    import sklearn
-    from threadpoolctl import threadpool_info
-
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1_5_15": list(os.getloadavg()),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "sklearn": sklearn.__version__,
-        "blas": [
-            {
-                k: info.get(k)
-                for k in (
-                    "internal_api",
-                    "version",
-                    "num_threads",
-                    "architecture",
-                    "filepath",
-                )
-            }
-            for info in threadpool_info()
-        ],
-    }
 
 
 def _timed(func):
@@ -328,7 +300,7 @@ def main(argv=None):
 
     report = {
         "benchmark": "attention",
-        "machine": _machine(),
+        "machine": machine_info(),
         "defaults": {
             k: v
             for k, v in MultiHeadAttentionLearner().get_params().items()

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -42,26 +40,14 @@ from scipy.optimize import linprog
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import machine_info  # noqa: E402
 
 from sklearn_attn.attention import _max_margin as mm  # noqa: E402
 from sklearn_attn.experiments import _implicit_bias as exp  # noqa: E402
 
 TARGETS = {"diagonal_corr": 0.999, "full_nuclear_ratio": 1.05}
-
-
-def _machine():
-    import scipy
-    import sklearn
-
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "scikit-learn": sklearn.__version__,
-    }
 
 
 def _support_l1_correlation(W, instance, selected, tol=1e-2):
@@ -255,7 +241,7 @@ def main(argv=None):
     }
     report = {
         "benchmark": "implicit bias of softmax attention (issue 4)",
-        "machine": _machine(),
+        "machine": machine_info(),
         "sizes": {"n_seeds": n_seeds, "diagonal": cfg["diagonal"], "full": cfg["full"]},
         "settings": settings,
         "targets": {

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_random_features import _machine, matmul_rate  # noqa: E402
+from _common import machine_info, matmul_rate  # noqa: E402
 
 PLMC_OPTIMUM = 282_623.8
 PLMC_SECONDS_100_ITER = 45.9
@@ -160,7 +160,7 @@ def main(argv=None):
     rate = matmul_rate()
     report = {
         "benchmark": "potts",
-        "machine": _machine(),
+        "machine": machine_info(),
         "matmul_flops_per_s": rate,
         "plmc_reference": {
             "optimum": PLMC_OPTIMUM,

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -39,6 +37,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import machine_info, matmul_rate  # noqa: E402
 
 
 def _data(n, n_keys, d, seed=0):
@@ -56,15 +57,6 @@ def _median_time(func, repeats):
         func()
         times.append(time.perf_counter() - start)
     return float(np.median(times)), [float(t) for t in times]
-
-
-def matmul_rate(size=2048, repeats=5):
-    """float64 GEMM rate in FLOP/s (median of repeats)."""
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((size, size)), rng.standard_normal((size, size))
-    a @ b  # warm up the BLAS threads
-    seconds, _ = _median_time(lambda: a @ b, repeats)
-    return 2 * size**3 / seconds
 
 
 def einsum_features(X, W):
@@ -143,30 +135,6 @@ def _fit_subprocess(route, args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _machine():
-    import scipy
-    import sklearn
-    from threadpoolctl import threadpool_info
-
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "sklearn": sklearn.__version__,
-        "blas": [
-            {
-                k: info.get(k)
-                for k in ("internal_api", "version", "num_threads", "architecture")
-            }
-            for info in threadpool_info()
-        ],
-        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-    }
-
-
 def _feature_map_report(n, N, d, M, rate, args):
     """Transform time against its useful flops at the measured matmul rate."""
     from sklearn_attn import AttentionRandomFeatures
@@ -237,7 +205,7 @@ def main(argv=None):
     n, N, d, M = args.n, args.keys, args.dim, args.heads
     report = {
         "benchmark": "random_features",
-        "machine": _machine(),
+        "machine": machine_info(),
         "sizes": {
             "n_samples": n,
             "n_keys": N,
