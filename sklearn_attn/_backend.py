@@ -32,11 +32,22 @@ __all__ = [
     "is_device_array",
     "eigh",
     "cholesky_solve",
+    "LowerGram",
+    "to_output",
+    "free_device_memory",
+    "DeviceCacheMixin",
+    "limit_optimizer_blas",
 ]
 
 _INSTALL_HINT = (
     "Install the GPU extra with `pip install 'sklearn-attn[gpu]'` "
     "(CuPy for CUDA 12) or `pip install 'sklearn-attn[gpu-cuda13]'` (CUDA 13)."
+)
+# A model fitted on a GPU keeps device="cuda"; on a machine without one the
+# error must say how to predict on the CPU as well as how to get CuPy.
+_CPU_HINT = (
+    "To use a model fitted on a GPU on this machine, call "
+    "model.set_params(device='cpu')."
 )
 _CUDA_PATTERN = re.compile(r"^cuda(?::(\d+))?$")
 
@@ -97,16 +108,21 @@ def _check_cuda_available(index: int) -> None:
     cupy = _import_cupy()
     if cupy is None:
         raise ImportError(
-            f"device='cuda' needs CuPy, which is not installed. {_INSTALL_HINT}"
+            f"device='cuda' needs CuPy, which is not installed. {_INSTALL_HINT} "
+            f"{_CPU_HINT}"
         )
     try:
         count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # pragma: no cover - needs a broken CUDA setup
+    except Exception as exc:  # CuPy without a driver raises CUDARuntimeError
         raise RuntimeError(
             f"device='cuda' was requested but CUDA is not usable here ({exc}). "
-            f"{_INSTALL_HINT}"
+            f"{_INSTALL_HINT} {_CPU_HINT}"
         ) from exc
-    if index >= count:  # pragma: no cover - needs a GPU
+    if count == 0:
+        raise RuntimeError(
+            f"device='cuda' was requested but CuPy finds no CUDA device. {_CPU_HINT}"
+        )
+    if index >= count:
         raise ValueError(
             f"device='cuda:{index}' was requested but only {count} CUDA "
             "device(s) exist."
@@ -219,6 +235,10 @@ class DeviceCacheMixin:
     and predicts on a machine without one.
     """
 
+    def _clear_device_cache(self):
+        """Forget the device copies (call at the start of every ``fit``)."""
+        self.__dict__.pop("_device_cache", None)
+
     def _cached_on(self, name: str, device: Device):
         if device.kind == "cpu":
             return getattr(self, name)
@@ -239,44 +259,112 @@ class DeviceCacheMixin:
         return state
 
 
-def gram_update(gram, block, device: Device) -> None:
-    """``gram += block @ block.T`` on the lower triangle (BLAS syrk on the CPU).
+class LowerGram:
+    """A symmetric matrix ``G = sum_b B_b B_b^T`` accumulated block by block.
 
-    ``gram`` must be float64 and, on the CPU, Fortran-ordered; only its lower
-    triangle is meaningful afterwards (see :func:`symmetrize_lower`).
+    The blocks are multiplied by one ``syrk`` each (half the flops of a general
+    product; BLAS on the CPU, cuBLAS on the GPU), which writes only the lower
+    triangle; :meth:`symmetric` completes the matrix when it is needed.
+
+    ``G`` is always float64. Float32 blocks are multiplied in float32, the fast
+    path that carries nearly all the flops, into a float32 scratch matrix that
+    is then added to ``G``: the rounding error of ``G`` is that of one block's
+    float32 product, not of the whole sum, and everything after (factorisation,
+    solve) runs in float64.
+
+    Parameters
+    ----------
+    size : int
+        ``G`` has shape ``(size, size)``.
+    device : Device
     """
-    if device.kind == "cpu":
-        from scipy.linalg.blas import dsyrk
 
+    def __init__(self, size, device: Device):
+        self.device = device
+        self.matrix = device.xp.zeros((size, size), dtype=np.float64, order="F")
+        self._scratch = None
+        self._upper_valid = False
+
+    def add(self, block) -> None:
+        """``G += block @ block.T`` for a block of shape ``(size, k)``."""
+        xp = self.device.xp
+        if not (block.flags.f_contiguous or block.flags.c_contiguous):
+            block = xp.ascontiguousarray(block)
         # Hand BLAS whichever of block / block.T is Fortran-ordered: no copy.
-        if block.flags.f_contiguous:
-            dsyrk(1.0, block, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
+        a, trans = (block, 0) if block.flags.f_contiguous else (block.T, 1)
+        single = block.dtype == np.float32
+        if single and self._scratch is None:
+            self._scratch = xp.zeros(self.matrix.shape, dtype=np.float32, order="F")
+        target, beta = (self._scratch, 0.0) if single else (self.matrix, 1.0)
+        if self.device.kind == "cpu":
+            from scipy.linalg.blas import dsyrk, ssyrk
+
+            syrk = ssyrk if single else dsyrk
+            syrk(1.0, a, beta=beta, c=target, trans=trans, lower=1, overwrite_c=1)
         else:
-            dsyrk(1.0, block.T, beta=1.0, c=gram, trans=1, lower=1, overwrite_c=1)
-    else:
-        gram += block @ block.T
+            _cublas().syrk("T" if trans else "N", a, out=target, beta=beta, lower=True)
+        if single:
+            # The scratch's upper triangle is never written: it stays zero.
+            self.matrix += self._scratch
+        self._upper_valid = False
+
+    def matvec(self, vector):
+        """``G @ vector``."""
+        if self.device.kind == "cpu":
+            from scipy.linalg.blas import dsymv
+
+            return dsymv(1.0, self.matrix, vector, lower=1)
+        return self.symmetric() @ vector
+
+    def rank2_update(self, alpha, u, v) -> None:
+        """``G += alpha (u v^T + v u^T)`` in place (BLAS ``syr2`` on the CPU)."""
+        if self.device.kind == "cpu":
+            from scipy.linalg.blas import dsyr2
+
+            dsyr2(alpha, u, v, a=self.matrix, lower=1, overwrite_a=1)
+            self._upper_valid = False
+            return
+        matrix = self.symmetric()
+        # In row blocks: no (size, size) temporary.
+        for rows in _row_slices(matrix.shape[0], 4096):
+            matrix[rows] += alpha * (
+                u[rows, None] * v[None, :] + v[rows, None] * u[None, :]
+            )
+
+    def symmetric(self):
+        """``G`` with both triangles filled (in place, blockwise); frees the scratch."""
+        self._scratch = None
+        if not self._upper_valid:
+            _symmetrize_lower(self.matrix, self.device.xp)
+            self._upper_valid = True
+        return self.matrix
 
 
-def symmetric_matvec(matrix, vector, device: Device):
-    """``matrix @ vector`` reading only the lower triangle on the CPU (BLAS symv)."""
-    if device.kind == "cpu":
-        from scipy.linalg.blas import dsymv
-
-        return dsymv(1.0, matrix, vector, lower=1)
-    return matrix @ vector
+def _row_slices(n, size):
+    return [slice(start, min(start + size, n)) for start in range(0, n, size)]
 
 
-def symmetric_rank2_update(matrix, alpha, u, v, device: Device) -> None:
-    """``matrix += alpha (u v^T + v u^T)`` in place (lower triangle on the CPU).
+def _symmetrize_lower(matrix, xp, block=1024):
+    """Copy the lower triangle onto the upper one, in place and blockwise."""
+    n = matrix.shape[0]
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        matrix[start:stop, stop:] = matrix[stop:, start:stop].T
+        tile = matrix[start:stop, start:stop]
+        tile[...] = xp.tril(tile) + xp.tril(tile, -1).T
 
-    On the CPU ``matrix`` must be Fortran-ordered float64 (BLAS syr2).
-    """
-    if device.kind == "cpu":
-        from scipy.linalg.blas import dsyr2
 
-        dsyr2(alpha, u, v, a=matrix, lower=1, overwrite_a=1)
-    else:
-        matrix += alpha * (u[:, None] * v[None, :] + v[:, None] * u[None, :])
+def _cublas():
+    import importlib
+
+    return importlib.import_module("cupy.cublas")
+
+
+def to_output(array, device: Device):
+    """Results as the caller expects them: CuPy for CuPy input, else NumPy."""
+    if device.return_device_arrays:
+        return to_device(array, device)
+    return to_host(array)
 
 
 def limit_optimizer_blas():

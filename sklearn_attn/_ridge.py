@@ -28,15 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import (
-    Device,
-    cholesky_solve,
-    eigh,
-    gram_update,
-    symmetric_matvec,
-    symmetric_rank2_update,
-    to_host,
-)
+from ._backend import Device, LowerGram, cholesky_solve, eigh, to_host
 
 __all__ = ["FeatureBlocks", "ExplicitFeatures", "RidgeSolution", "fit_ridge"]
 
@@ -175,35 +167,22 @@ def fit_ridge(
 
 def _dual_gram(features, sqrt_w, weight_sum, fit_intercept, scale_rows):
     """``P D Phi Phi^T D P``: the weighted Gram matrix, centred if needed."""
-    device = features.device
-    xp = device.xp
     n = features.n_samples
-    gram = xp.zeros((n, n), dtype=np.float64, order="F")
+    gram = LowerGram(n, features.device)
     all_rows = slice(0, n)
     for cols in features.column_blocks():
         block = features.compute(all_rows, cols)
         if scale_rows:
-            block *= sqrt_w[:, None]
-        gram_update(gram, block, device)
+            block *= sqrt_w[:, None].astype(block.dtype)
+        gram.add(block)
     if fit_intercept:
         # Centring the features is the projection P = I - s s^T / sum(w) on both
         # sides (s = sqrt(w)): a symmetric rank-2 update, O(n^2), no pass over Phi.
         # P K P = K - (v s^T + s v^T) / sum(w) with v = K s - (s^T K s) s / (2 sum(w)).
-        gram_s = symmetric_matvec(gram, sqrt_w, device)
+        gram_s = gram.matvec(sqrt_w)
         v = gram_s - (sqrt_w @ gram_s) / (2.0 * weight_sum) * sqrt_w
-        symmetric_rank2_update(gram, -1.0 / weight_sum, v, sqrt_w, device)
-    _symmetrize_lower(gram, xp)
-    return gram
-
-
-def _symmetrize_lower(matrix, xp, block=1024):
-    """Copy the lower triangle onto the upper one, in place and blockwise."""
-    n = matrix.shape[0]
-    for start in range(0, n, block):
-        stop = min(start + block, n)
-        matrix[start:stop, stop:] = matrix[stop:, start:stop].T
-        tile = matrix[start:stop, start:stop]
-        tile[...] = xp.tril(tile) + xp.tril(tile, -1).T
+        gram.rank2_update(-1.0 / weight_sum, v, sqrt_w)
+    return gram.symmetric()
 
 
 def _solve_dual(
@@ -286,7 +265,7 @@ def _solve_primal(
     xp = device.xp
     p = features.n_features
     all_cols = slice(0, p)
-    cov = xp.zeros((p, p), dtype=np.float64, order="F")
+    cov = LowerGram(p, device)
     # Phi^T [w, D y_scaled]: feature sums and the right-hand side in one product.
     cross = xp.zeros((p, 1 + y_scaled.shape[1]))
     rhs_cols = xp.concatenate(
@@ -294,11 +273,11 @@ def _solve_primal(
     )
     for rows in features.row_blocks():
         block = features.compute(rows, all_cols)
-        cross += block.T @ rhs_cols[rows]
+        cross += block.T @ rhs_cols[rows].astype(block.dtype)
         if scale_rows:
-            block *= sqrt_w[rows, None]
-        gram_update(cov, block.T, device)
-    _symmetrize_lower(cov, xp)
+            block *= sqrt_w[rows, None].astype(block.dtype)
+        cov.add(block.T)
+    cov = cov.symmetric()
     feature_mean = cross[:, 0] / weight_sum
     rhs = cross[:, 1:]
     if fit_intercept:

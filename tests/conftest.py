@@ -1,3 +1,4 @@
+import _fake_cupy
 import numpy as np
 import pytest
 
@@ -25,3 +26,17 @@ def tokens():
     X = rng.standard_normal((60, 6, 4))
     y = np.einsum("nd,nkd->n", X[:, 0], X[:, 1:]) / 5 + 0.1 * rng.standard_normal(60)
     return X, y
+
+
+@pytest.fixture(params=["fake", pytest.param("cupy", marks=pytest.mark.gpu)])
+def cupy(request, monkeypatch):
+    """CuPy on a GPU machine; everywhere, also the NumPy-backed fake of ``_fake_cupy``.
+
+    The fake is as strict as CuPy about host/device mixing, so the device code
+    paths are exercised on every CI run; the real one checks them on a GPU.
+    """
+    if request.param == "fake":
+        return _fake_cupy.install(monkeypatch)
+    import cupy
+
+    return cupy

@@ -111,12 +111,29 @@ def test_unshifted_softmax_is_used_only_when_safe_and_agrees(monkeypatch):
     assert _layer._Heads(theta, X, np).shift is False  # 3 * ||Theta||_F < 600
     assert _layer._Heads(1e3 * theta, X, np).shift is True
     expected = loss_and_gradient(X, Y, theta, values)
-    monkeypatch.setattr(_layer, "_UNSHIFTED_SCORE_BOUND", -1.0)
+    never = {np.dtype(np.float64): -1.0, np.dtype(np.float32): -1.0}
+    monkeypatch.setattr(_layer, "_UNSHIFTED_SCORE_BOUND", never)
     assert _layer._Heads(theta, X, np).shift is True
     shifted = loss_and_gradient(X, Y, theta, values)
     assert shifted[0] == pytest.approx(expected[0], rel=1e-13)
     for got, want in zip(shifted[1:], expected[1:], strict=True):
         assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_float32_softmax_is_shifted_below_float64_bound():
+    """Scores of ~100 are safe unshifted in float64 but overflow float32's exp."""
+    from sklearn_attn.attention import _layer
+
+    X, _, theta, values = _problem(seed=5)
+    bound = _layer.token_norm_bound(X) * np.sqrt((theta * theta).sum(axis=(1, 2))).max()
+    theta = theta * (150.0 / bound)  # scores up to 150: e^150 overflows float32
+    X32, theta32 = X.astype(np.float32), theta.astype(np.float32)
+    assert _layer._Heads(theta, X, np).shift is False
+    assert _layer._Heads(theta32, X32, np).shift is True
+    F32 = forward(X32, theta32, values.astype(np.float32))
+    assert F32.dtype == np.float32
+    # float32 products of scores ~150 lose ~150 * 1e-7 in the exponent.
+    assert_allclose(F32, forward(X, theta, values), rtol=1e-3, atol=1e-3)
 
 
 def test_softmax_is_stable_for_huge_scores():

@@ -308,15 +308,19 @@ def test_same_random_state_same_result_and_pickle():
         assert type(getattr(first, name)) is np.ndarray
 
 
-def test_float32_input_is_computed_in_float64():
+def test_float32_input_is_computed_in_float32():
     X, Y, *_ = _planted(n_samples=60, n_heads=1)
     model64 = MultiHeadAttentionLearner(1, n_init=1, random_state=0).fit(X, Y)
     model32 = MultiHeadAttentionLearner(1, n_init=1, random_state=0).fit(
         X.astype(np.float32), Y.astype(np.float32)
     )
-    assert model32.predict(X.astype(np.float32)).dtype == np.float64
-    # Boolean X is exact in float32; Y loses ~1e-8 relative accuracy.
-    assert_allclose(model32.predict(X), model64.predict(X), rtol=1e-5, atol=1e-6)
+    assert model32.predict(X.astype(np.float32)).dtype == np.float32
+    assert model32.theta_.dtype == np.float64  # the optimiser's state
+    # The planted problem is solved to float32 round-off: |Y| ~ 1 and float32's
+    # eps is 1.2e-7; the measured gap is 4e-7, the tolerance 12x that.
+    assert_allclose(
+        model32.predict(X.astype(np.float32)), model64.predict(X), rtol=0, atol=5e-6
+    )
 
 
 def test_user_arrays_are_not_modified():
@@ -428,30 +432,6 @@ def test_match_heads_with_fewer_learned_heads():
 
 
 # -- GPU -----------------------------------------------------------------------
-
-
-@pytest.mark.gpu
-def test_gpu_fit_matches_cpu():  # pragma: no cover - needs a GPU
-    X, Y, *_ = _planted(n_samples=100, n_heads=2)
-    cpu = MultiHeadAttentionLearner(2, n_init=1, random_state=0, device="cpu").fit(X, Y)
-    gpu = MultiHeadAttentionLearner(2, n_init=1, random_state=0, device="cuda").fit(
-        X, Y
-    )
-    assert type(gpu.theta_) is np.ndarray
-    assert_allclose(gpu.predict(X), cpu.predict(X), rtol=1e-6, atol=1e-8)
-    import cupy
-
-    out = (
-        MultiHeadAttentionLearner(2, n_init=1, random_state=0)
-        .fit(cupy.asarray(X), cupy.asarray(Y))
-        .predict(cupy.asarray(X))
-    )
-    assert type(out).__module__.split(".")[0] == "cupy"
-    restored = pickle.loads(pickle.dumps(gpu))
-    assert "_device_cache" not in restored.__dict__
-
-
-# -- the reproduction ----------------------------------------------------------
 
 
 def test_uniform_linear_baseline_is_least_squares_over_all_tokens():

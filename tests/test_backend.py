@@ -3,16 +3,20 @@
 import importlib.util
 import pickle
 
+import _fake_cupy
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose, assert_array_equal
 
 from sklearn_attn import RandomFeatureAttentionRegressor
 from sklearn_attn._backend import (
     Device,
+    LowerGram,
     is_device_array,
     resolve_device,
     to_device,
     to_host,
+    to_output,
 )
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
@@ -72,22 +76,76 @@ def test_pickle_has_no_device_cache(tokens):
     )
 
 
-@pytest.mark.gpu
-def test_gpu_and_cpu_predictions_agree(tokens):  # pragma: no cover - needs a GPU
-    import cupy
+def test_cuda_resolves_with_a_device(monkeypatch):
+    _fake_cupy.install(monkeypatch)
+    assert resolve_device("cuda") == Device("cuda", 0)
+    assert resolve_device("cuda:0").xp.is_fake
+    with pytest.raises(ValueError, match=r"cuda:3.*only 1 CUDA device"):
+        resolve_device("cuda:3")
 
-    X, y = tokens
-    cpu = RandomFeatureAttentionRegressor(n_heads=50, random_state=0).fit(X, y)
-    gpu = RandomFeatureAttentionRegressor(n_heads=50, random_state=0, device="cuda")
-    gpu.fit(X, y)
-    np.testing.assert_allclose(gpu.predict(X), cpu.predict(X), rtol=1e-6, atol=1e-8)
-    out = (
-        RandomFeatureAttentionRegressor(n_heads=50, random_state=0)
-        .fit(cupy.asarray(X), y)
-        .predict(cupy.asarray(X))
-    )
-    assert is_device_array(out)
-    restored = pickle.loads(pickle.dumps(gpu))
-    np.testing.assert_allclose(
-        restored.predict(X), cpu.predict(X), rtol=1e-6, atol=1e-8
-    )
+
+def test_cuda_without_a_device_says_how_to_use_the_cpu(monkeypatch):
+    cupy = _fake_cupy.install(monkeypatch)
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: 0)
+    with pytest.raises(RuntimeError, match=r"no CUDA device.*set_params"):
+        resolve_device("cuda")
+
+    def broken_driver():
+        raise OSError("CUDA driver version is insufficient")
+
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", broken_driver)
+    with pytest.raises(RuntimeError, match=r"insufficient.*sklearn-attn\[gpu\]"):
+        resolve_device("cuda")
+
+
+def test_none_follows_cupy_input(monkeypatch):
+    cupy = _fake_cupy.install(monkeypatch)
+    device = resolve_device(None, np.zeros(2), cupy.zeros(3))
+    assert device == Device("cuda", 0, return_device_arrays=True)
+    moved = to_device(np.arange(3.0), device)
+    assert is_device_array(moved)
+    assert_array_equal(to_host(moved), np.arange(3.0))
+    assert to_output(moved, Device("cpu")).__class__ is np.ndarray
+
+
+def test_fake_cupy_is_as_strict_as_cupy(monkeypatch):
+    """The fake must fail where CuPy fails, or the device tests prove nothing."""
+    cupy = _fake_cupy.install(monkeypatch)
+    a = cupy.arange(3.0)
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(a)
+    with pytest.raises(TypeError, match="mixing NumPy and CuPy"):
+        a + np.ones(3)
+    with pytest.raises(TypeError, match="mixing NumPy and CuPy"):
+        cupy.matmul(a, np.ones(3))
+    assert is_device_array(a.sum())  # reductions stay on the device
+    assert np.isnan(cupy.linalg.cholesky(-cupy.eye(2)).get()).all()
+    import scipy.linalg
+
+    with pytest.raises(TypeError):
+        scipy.linalg.cho_factor(cupy.eye(2))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("fake", [False, True])
+def test_lower_gram_matches_products(monkeypatch, dtype, order, fake):
+    rng = np.random.default_rng(0)
+    blocks = [np.asarray(rng.standard_normal((7, 4)), dtype=dtype, order=order)]
+    blocks.append(np.asarray(rng.standard_normal((7, 3)), dtype=dtype, order=order))
+    device = Device()
+    if fake:
+        _fake_cupy.install(monkeypatch)
+        device = Device("cuda", 0)
+    gram = LowerGram(7, device)
+    for block in blocks:
+        gram.add(to_device(block, device))
+    u, v = rng.standard_normal(7), rng.standard_normal(7)
+    full = sum(b.astype(np.float64) @ b.T.astype(np.float64) for b in blocks)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    assert_allclose(to_host(gram.matvec(to_device(u, device))), full @ u, rtol=tol)
+    gram.rank2_update(0.5, to_device(u, device), to_device(v, device))
+    expected = full + 0.5 * (np.outer(u, v) + np.outer(v, u))
+    result = to_host(gram.symmetric())
+    assert result.dtype == np.float64
+    assert_allclose(result, expected, rtol=tol, atol=tol)

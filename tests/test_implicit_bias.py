@@ -670,26 +670,6 @@ def test_diagonal_results_hold_diagonal_matrices():
     assert_allclose(np.diag(result.W[-1]), result.params["k"] * result.params["q"])
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("parametrization", ["separate", "combined"])
-def test_cuda_matches_cpu(parametrization):
-    X, z, y, v, _ = _full_data(0)
-    kwargs = dict(
-        parametrization=parametrization,
-        optimizer="relative_gd",
-        learning_rate=0.01,
-        n_iter=300,
-        checkpoints=4,
-        random_state=0,
-    )
-    cpu = train_attention_classifier(X, z, y, v, device="cpu", **kwargs)
-    gpu = train_attention_classifier(X, z, y, v, device="cuda", **kwargs)
-    assert isinstance(gpu.W, np.ndarray)
-    # Same float64 arithmetic up to the order of reductions.
-    assert_allclose(gpu.W, cpu.W, rtol=1e-8, atol=1e-12)
-    assert_allclose(gpu.log10_excess_loss, cpu.log10_excess_loss, rtol=1e-8)
-
-
 def test_checkpoints():
     assert_array_equal(ib._checkpoint_iterations(4, 1000), [0, 1, 32, 1000])
     assert_array_equal(ib._checkpoint_iterations(np.array([5, 0, 5]), 10), [0, 5])

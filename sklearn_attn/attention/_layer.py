@@ -193,8 +193,9 @@ def _side_by_side(mats, xp):
 
 # Scores bounded by this in absolute value need no max-shift before the exp:
 # e^600 and e^-600 are far from float64 overflow (709.8) and underflow
-# (-745), and the softmax is shift-invariant, so the result is the same.
-_UNSHIFTED_SCORE_BOUND = 600.0
+# (-745), and e^40, e^-40 from float32's (88.7, -87.3, normal numbers); the
+# softmax is shift-invariant, so the result is the same.
+_UNSHIFTED_SCORE_BOUND = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 40.0}
 
 
 class _Heads:
@@ -203,7 +204,8 @@ class _Heads:
     ``side`` is ``[Theta_1 | ... | Theta_m]``. ``shift`` says whether the
     softmax must subtract each row's maximum: not when
     ``|x_a^T Theta_i x_b| <= max_a ||x_a||^2 ||Theta_i||_F`` is below
-    ``_UNSHIFTED_SCORE_BOUND`` (skipping it saves two passes over the scores).
+    ``_UNSHIFTED_SCORE_BOUND`` of the dtype (skipping it saves two passes over
+    the scores).
     """
 
     def __init__(self, theta, X, xp, max_sq_norm=None):
@@ -212,7 +214,8 @@ class _Heads:
         if max_sq_norm is None:
             max_sq_norm = token_norm_bound(X, xp)
         largest = float(xp.sqrt((theta * theta).sum(axis=(1, 2))).max())
-        self.shift = not max_sq_norm * largest <= _UNSHIFTED_SCORE_BOUND  # NaN: shift
+        bound = _UNSHIFTED_SCORE_BOUND[np.dtype(theta.dtype)]
+        self.shift = not max_sq_norm * largest <= bound  # NaN: shift
 
 
 def token_norm_bound(X, xp=np):
@@ -246,8 +249,13 @@ def _head_outputs(Xq, Xc, heads, xp):
     return S, xp.matmul(S.transpose(0, 2, 1), Xc)
 
 
-def _as_float64(array, xp):
-    return xp.ascontiguousarray(array, dtype=xp.float64)
+def compute_dtype(X):
+    """float32 for float32 input (computed in single precision), else float64."""
+    return np.dtype(np.float32 if X.dtype == np.float32 else np.float64)
+
+
+def _as_dtype(array, xp, dtype):
+    return xp.ascontiguousarray(array, dtype=dtype)
 
 
 def _n_queries(n_queries, n_tokens):
@@ -274,12 +282,13 @@ def attention_weights(X, theta, *, n_queries=None, xp=np, chunk_size=None):
         ``S[n, i, a, b]``: weight of key ``b`` in the output at token ``a`` of
         head ``i``; each row sums to one.
     """
-    X, theta = _as_float64(X, xp), _as_float64(theta, xp)
+    dtype = compute_dtype(X)
+    X, theta = _as_dtype(X, xp, dtype), _as_dtype(theta, xp, dtype)
     n, k, d = X.shape
     m, q = theta.shape[0], _n_queries(n_queries, k)
     chunk_size = chunk_size or default_chunk_size(k, d, m, on_cpu=xp is np)
     heads = _Heads(theta, X, xp)
-    out = xp.empty((n, m, q, k))
+    out = xp.empty((n, m, q, k), dtype=dtype)
     for rows in _chunks(n, chunk_size):
         Xc = X[rows]
         S = _attention_keys_first(Xc[:, :q], Xc, heads, xp)  # [n, b, (a, i)]
@@ -288,7 +297,9 @@ def attention_weights(X, theta, *, n_queries=None, xp=np, chunk_size=None):
 
 
 def forward(X, theta, values, *, n_queries=None, xp=np, chunk_size=None, executor=None):
-    """Layer output ``F(X) = sum_i softmax(X Theta_i X^T) X W_i``, float64.
+    """Layer output ``F(X) = sum_i softmax(X Theta_i X^T) X W_i``.
+
+    Computed in float32 for float32 ``X``, else in float64.
 
     Parameters
     ----------
@@ -306,13 +317,14 @@ def forward(X, theta, values, *, n_queries=None, xp=np, chunk_size=None, executo
     -------
     F : array of shape (n_samples, n_queries, token_dim)
     """
-    X = _as_float64(X, xp)
+    dtype = compute_dtype(X)
+    X = _as_dtype(X, xp, dtype)
     n, k, d = X.shape
     m, q = theta.shape[0], _n_queries(n_queries, k)
     chunk_size = chunk_size or default_chunk_size(k, d, m, on_cpu=xp is np)
-    heads = _Heads(_as_float64(theta, xp), X, xp)
-    values_stacked = _as_float64(values, xp).reshape(m * d, d)
-    out = xp.empty((n, q, d))
+    heads = _Heads(_as_dtype(theta, xp, dtype), X, xp)
+    values_stacked = _as_dtype(values, xp, dtype).reshape(m * d, d)
+    out = xp.empty((n, q, d), dtype=dtype)
 
     def fill(rows):
         Xc = X[rows]
@@ -336,10 +348,14 @@ def loss_and_gradient(
 
     Parameters
     ----------
-    X : float64 array of shape (n_samples, n_tokens, token_dim)
-    Y : float64 array of shape (n_samples, n_queries, token_dim)
-        Targets of the first ``n_queries`` tokens (usually all of them).
-    theta, values : float64 arrays of shape (n_heads, token_dim, token_dim)
+    X : array of shape (n_samples, n_tokens, token_dim)
+        float64, or float32 to compute in single precision (the loss is still
+        summed in float64).
+    Y : array of shape (n_samples, n_queries, token_dim)
+        Targets of the first ``n_queries`` tokens (usually all of them), in
+        the dtype of ``X``.
+    theta, values : arrays of shape (n_heads, token_dim, token_dim)
+        In the dtype of ``X``.
     xp : module, default=numpy
     chunk_size : int, default=None
     executor : Workers, default=None
@@ -368,7 +384,9 @@ def loss_and_gradient(
         P_side = P.reshape(c * q, m * d)
         R = P_side @ values_stacked
         R -= Y[rows].reshape(c * q, d)
-        loss = 0.5 * scale * xp.vdot(R, R)
+        # float64 sum of squares whatever the dtype (BLAS sdot sums in float32).
+        sq = xp.vdot(R, R) if R.dtype == np.float64 else (R * R).sum(dtype=np.float64)
+        loss = 0.5 * scale * sq
         R *= scale
         grad_values = P_side.T @ R
         # dL/dS[a, i, b] = (W_i r_a) . x_b; its row sums against S are
@@ -398,9 +416,9 @@ def value_normal_equations(
 
     Parameters
     ----------
-    X : float64 array of shape (n_samples, n_tokens, token_dim)
-    Y : float64 array of shape (n_samples, n_queries, token_dim)
-    theta : float64 array of shape (n_heads, token_dim, token_dim)
+    X : float64 or float32 array of shape (n_samples, n_tokens, token_dim)
+    Y : array of shape (n_samples, n_queries, token_dim), in the dtype of ``X``
+    theta : array of shape (n_heads, token_dim, token_dim), in the dtype of ``X``
     xp, chunk_size, executor, max_sq_norm
         As in :func:`loss_and_gradient`.
 

@@ -13,11 +13,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._backend import (
+    DeviceCacheMixin,
     free_device_memory,
     limit_optimizer_blas,
     resolve_device,
     to_device,
     to_host,
+    to_output,
 )
 from .._validation import check_sample_weight
 from ._alignment import ALPHABETS, encode_sequences, sequence_weights
@@ -33,7 +35,7 @@ from ._model import (
 from ._sampling import gibbs_sample
 
 
-class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
+class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     """Generalized Potts model fitted by pseudo-likelihood (factored self-attention).
 
     One layer of *factored* self-attention (attention from positions only,
@@ -282,6 +284,7 @@ class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
             The fitted model.
         """
         device = resolve_device(self.device, X)
+        self._clear_device_cache()
         codes = self._encode(to_host(X), reset=True)
         n_samples, n_sites = codes.shape
         n_states = self.states_.size
@@ -406,13 +409,23 @@ class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
 
     # -- predictions ----------------------------------------------------------
     def _log_conditionals(self, X):
+        """``(log_p, codes, device)``, the first two on the compute device."""
         check_is_fitted(self)
+        device = resolve_device(self.device, X)
         codes = self._encode(to_host(X), reset=False)
         q = self.states_.size
         L = self.n_sites_
-        return log_conditionals(
-            one_hot(codes, q), self.couplings_.reshape(L * q, L * q), self.fields_
-        ), codes
+        xp = device.xp
+        with device.activate():
+            codes = to_device(codes, device)
+            couplings = self._cached_on("couplings_", device)
+            log_p = log_conditionals(
+                one_hot(codes, q, xp),
+                couplings.reshape(L * q, L * q),
+                self._cached_on("fields_", device),
+                xp,
+            )
+        return log_p, codes, device
 
     def predict_proba(self, X):
         """Conditional distribution of every site given the others.
@@ -427,8 +440,9 @@ class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, n_sites, n_states)
             ``proba[s, i, a] = p(s_i = states_[a] | rest of sequence s)``.
         """
-        log_p, _ = self._log_conditionals(X)
-        return np.exp(log_p)
+        log_p, _, device = self._log_conditionals(X)
+        with device.activate():
+            return to_output(device.xp.exp(log_p), device)
 
     def predict(self, X):
         """Most likely state of each site given the other sites.
@@ -443,8 +457,12 @@ class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
         states : ndarray of shape (n_samples, n_sites)
             Entries of ``states_``.
         """
-        log_p, _ = self._log_conditionals(X)
-        return self.states_[log_p.argmax(axis=2)]
+        log_p, _, device = self._log_conditionals(X)
+        with device.activate():
+            best = log_p.argmax(axis=2)
+            if device.return_device_arrays:  # integer codes in, so integer states
+                return device.xp.asarray(self.states_)[best]
+        return self.states_[to_host(best)]
 
     def score_samples(self, X):
         """Mean pseudo-log-likelihood per site of each sequence.
@@ -459,9 +477,10 @@ class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
         scores : ndarray of shape (n_samples,)
             ``(1 / L) sum_i log p(s_i | s_-i)``.
         """
-        log_p, codes = self._log_conditionals(X)
-        picked = np.take_along_axis(log_p, codes[:, :, None], axis=2)[:, :, 0]
-        return picked.mean(axis=1)
+        log_p, codes, device = self._log_conditionals(X)
+        with device.activate():
+            picked = device.xp.take_along_axis(log_p, codes[:, :, None], axis=2)
+            return to_output(picked[:, :, 0].mean(axis=1), device)
 
     def score(self, X, y=None, sample_weight=None):
         """Mean pseudo-log-likelihood per site (higher is better).
@@ -480,7 +499,7 @@ class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
         score : float
             Weighted mean of :meth:`score_samples`.
         """
-        scores = self.score_samples(X)
+        scores = to_host(self.score_samples(X))
         weights = check_sample_weight(sample_weight, len(scores))
         return float(np.average(scores, weights=weights))
 
@@ -513,6 +532,7 @@ class PottsPseudoLikelihood(DensityMixin, BaseEstimator):
             burn_in=burn_in,
             thin=thin,
             random_state=seed,
+            device=self.device,
         )
         return self.states_[codes]
 

@@ -28,7 +28,7 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._backend import Device, resolve_device, to_device, to_host
+from .._backend import Device, resolve_device, to_device, to_host, to_output
 from .._validation import check_int as _check_int
 from ._model import log_conditionals, one_hot
 
@@ -155,12 +155,6 @@ def _resolve(device, *arrays):
     if isinstance(device, Device):
         return device
     return resolve_device(device, *arrays)
-
-
-def _output(array, device):
-    if device.return_device_arrays:
-        return to_device(array, device)
-    return array
 
 
 # -- Gibbs sampling -----------------------------------------------------------------
@@ -431,7 +425,7 @@ def gibbs_sample(
             for _ in range((burn_in if record == 0 else 0) + thin):
                 chains.sweep(rng, device)
             records[record] = to_host(chains.states)
-    return _output(records.reshape(-1, n_sites)[:n_samples], device)
+    return to_output(records.reshape(-1, n_sites)[:n_samples], device)
 
 
 # -- conditionals and exact enumeration ---------------------------------------------
@@ -502,9 +496,7 @@ def conditional_log_probs(codes, couplings, fields, beta=1.0, *, device=None):
             beta,
             xp,
         )
-        if device.return_device_arrays:
-            return log_probs
-        return to_host(log_probs)
+        return to_output(log_probs, device)
 
 
 def enumerate_states(n_sites, n_states):

@@ -21,7 +21,7 @@ from .._backend import (
     free_device_memory,
     resolve_device,
     to_device,
-    to_host,
+    to_output,
 )
 from .._ridge import fit_ridge
 from .._validation import check_sample_weight, check_token_array
@@ -58,9 +58,6 @@ class _RandomFeaturesMixin(DeviceCacheMixin):
         X = to_device(X, device, dtype=X.dtype)
         return self._feature_map(X, device), device
 
-    def _output(self, array, device):
-        return array if device.return_device_arrays else to_host(array)
-
 
 class _RandomFeatureTransformer(
     ClassNamePrefixFeaturesOutMixin,
@@ -88,6 +85,7 @@ class _RandomFeatureTransformer(
             The fitted transformer.
         """
         X = self._validate_tokens(X, reset=True)
+        self._clear_device_cache()
         self._draw_weights(
             check_random_state(self.random_state), X.shape[1], X.shape[2]
         )
@@ -113,7 +111,7 @@ class _RandomFeatureTransformer(
             out = feature_map.compute(
                 slice(0, feature_map.n_samples), slice(0, feature_map.n_features)
             )
-        return self._output(out, device)
+        return to_output(out, device)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -180,7 +178,7 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         self._draw_weights(
             check_random_state(self.random_state), X.shape[1], X.shape[2]
         )
-        self.__dict__.pop("_device_cache", None)
+        self._clear_device_cache()
         y_2d = y.reshape(-1, 1) if y.ndim == 1 else y
         with device.activate():
             feature_map = self._feature_map(to_device(X, device, dtype=X.dtype), device)
@@ -232,7 +230,7 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
                 out[rows] = feature_map.compute(rows, all_cols) @ coef_2d.T + intercept
         if coef.ndim == 1:
             out = out[:, 0]
-        return self._output(out, device)
+        return to_output(out, device)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
