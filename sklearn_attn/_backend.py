@@ -17,7 +17,10 @@ Device rules (the ``device`` parameter of every estimator):
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +40,10 @@ __all__ = [
     "free_device_memory",
     "DeviceCacheMixin",
     "limit_optimizer_blas",
+    "cpu_workers",
+    "Workers",
+    "chunk_bytes",
+    "fast_take_options",
 ]
 
 _INSTALL_HINT = (
@@ -94,6 +101,97 @@ class Device:
         if self.kind == "cpu":
             return _NullContext()
         return self.xp.cuda.Device(self.index or 0)
+
+    def workers(self, n_threads=None):
+        """Context manager yielding threads to spread chunks over, or ``None``.
+
+        On the CPU, :func:`cpu_workers`; on a GPU ``None``: its kernels are
+        already parallel and asynchronous, so chunks run one after another.
+        """
+        if self.kind == "cpu":
+            return cpu_workers(n_threads)
+        return contextlib.nullcontext(None)
+
+    def chunk_length(self, cpu_length, total):
+        """Items per chunk: ``cpu_length`` (sized for the cache) on the CPU, all
+        ``total`` at once on a GPU, where large launches are what is fast."""
+        return cpu_length if self.kind == "cpu" else max(1, total)
+
+    def limit_blas(self, n_threads=1):
+        """Context manager limiting the CPU's BLAS threads (no-op on a GPU)."""
+        if self.kind == "cpu":
+            from threadpoolctl import threadpool_limits
+
+            return threadpool_limits(n_threads)
+        return contextlib.nullcontext()
+
+
+# Bytes of intermediates per chunk on a GPU: large enough to keep it busy.
+_GPU_CHUNK_BYTES = 2**30
+
+
+def chunk_bytes(xp, cpu_bytes):
+    """Working-set budget of one chunk for array module ``xp`` (NumPy or CuPy)."""
+    return cpu_bytes if xp is np else _GPU_CHUNK_BYTES
+
+
+def fast_take_options(xp):
+    """Keyword arguments that make ``xp.take(..., out=...)`` fast.
+
+    NumPy's ``take`` with ``out`` is slow unless it may skip bounds checks
+    (``mode="clip"``); CuPy's ``take`` has no such option.
+    """
+    return {"mode": "clip"} if xp is np else {}
+
+
+# -- threads over chunks on the CPU ----------------------------------------------
+
+
+@contextlib.contextmanager
+def cpu_workers(n_threads=None):
+    """Threads over sample chunks, with every BLAS library limited to one thread.
+
+    Per-sample products are far too small for BLAS to parallelise, and NumPy and
+    SciPy each bundle an OpenBLAS whose idle threads spin: inside
+    ``scipy.optimize.minimize`` the two pools were seen to slow an evaluation
+    down 2-6 times. Limiting both to one thread and running chunks on our own
+    threads avoids the collision and parallelises the element-wise softmax too.
+
+    Parameters
+    ----------
+    n_threads : int, default=None
+        Number of worker threads; ``None`` uses the BLAS thread count in force
+        (so inside a joblib worker limited to one thread this stays serial).
+
+    Yields
+    ------
+    workers : Workers or None
+        ``None`` when one thread is used.
+    """
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if n_threads is None:
+        counts = [
+            i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"
+        ]
+        n_threads = max(1, min(counts)) if counts else os.cpu_count() or 1
+    with threadpool_limits(1, user_api="blas"):
+        if n_threads <= 1:
+            yield None
+            return
+        with ThreadPoolExecutor(n_threads) as executor:
+            yield Workers(executor, n_threads)
+
+
+class Workers:
+    """A thread pool and its size (what :func:`cpu_workers` yields)."""
+
+    def __init__(self, executor, n_threads):
+        self.executor = executor
+        self.n_threads = n_threads
+
+    def map(self, func, items):
+        return self.executor.map(func, items)
 
 
 class _NullContext:

@@ -196,7 +196,8 @@ def _solve_dual(
     alpha_index = 0
     dual_coef = None
     if alphas.size == 1 and alphas[0] > 0:
-        gram[np.diag_indices(n)] += alphas[0]
+        diagonal = xp.arange(n)
+        gram[diagonal, diagonal] += alphas[0]
         try:
             dual_coef = cholesky_solve(gram, y_scaled, device)
         except np.linalg.LinAlgError:
@@ -290,12 +291,13 @@ def _solve_primal(
     loo_mse = None
     alpha_index = 0
     if alphas.size == 1 and alphas[0] > 0:
-        cov_diag = cov.diagonal().copy()
-        cov[np.diag_indices(p)] += alphas[0]
+        diagonal = xp.arange(p)
+        cov_diag = cov[diagonal, diagonal]  # a copy (advanced indexing)
+        cov[diagonal, diagonal] += alphas[0]
         try:
             return (cholesky_solve(cov, rhs, device), feature_mean, 0, None)
         except np.linalg.LinAlgError:
-            cov[np.diag_indices(p)] = cov_diag
+            cov[diagonal, diagonal] = cov_diag
     evals, evecs = eigh(cov, device)
     evals_rhs = evecs.T @ rhs
     if alphas.size == 1:

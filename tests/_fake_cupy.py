@@ -170,11 +170,13 @@ class ndarray(numpy.lib.mixins.NDArrayOperatorsMixin):
 
 
 def _unwrap_index(key):
-    # CuPy accepts host integer arrays as indices; device ones are unwrapped.
+    # Stricter than CuPy may be: host index arrays are refused, so that the
+    # code under test indexes device arrays with device arrays only.
     if isinstance(key, ndarray):
         return key._data
     if isinstance(key, tuple):
         return tuple(_unwrap_index(k) for k in key)
+    _reject_host(key, "indexing")
     return key
 
 

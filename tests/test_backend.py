@@ -149,3 +149,17 @@ def test_lower_gram_matches_products(monkeypatch, dtype, order, fake):
     result = to_host(gram.symmetric())
     assert result.dtype == np.float64
     assert_allclose(result, expected, rtol=tol, atol=tol)
+
+
+def test_chunking_follows_the_device(monkeypatch):
+    cpu = Device()
+    assert cpu.chunk_length(32, 1000) == 32
+    with cpu.workers(2) as workers:
+        assert workers.n_threads == 2
+    with cpu.workers(1) as workers:
+        assert workers is None
+    _fake_cupy.install(monkeypatch)
+    gpu = Device("cuda", 0)
+    assert gpu.chunk_length(32, 1000) == 1000  # one launch per block
+    with gpu.workers() as workers, gpu.limit_blas(1):
+        assert workers is None

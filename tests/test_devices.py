@@ -366,7 +366,9 @@ def test_memory_pool_is_released_after_fit(cupy, data, sequences, name):
         assert pool.n_frees == before + 1
     else:  # pragma: no cover - needs a GPU
         FITTED[name]("cuda", X, y, sequences)
-        assert pool.used_bytes() == 0 or pool.total_bytes() <= 2**20
+        # Blocks cached but unused after the fit: only the few small arrays
+        # freed after the release (the problem's own arrays are ~100 KB).
+        assert pool.total_bytes() - pool.used_bytes() <= 2**20
 
 
 @pytest.mark.parametrize("name", sorted(FITTED))

@@ -42,7 +42,6 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
-from threadpoolctl import threadpool_limits
 
 from .._backend import resolve_device, to_device, to_host
 from ._max_margin import _check_problem, _feasible
@@ -560,8 +559,8 @@ def train_attention_classifier(
     xp = prob.xp
     W_hist, loss_hist, attn_hist, scale_hist = [], [], [], []
     log10_scale = xp.zeros(B)
-    limits = threadpool_limits(1) if dev.kind == "cpu" else _no_limits()
-    with limits, dev.activate():
+    # Tiny products: BLAS threads would only add overhead.
+    with dev.limit_blas(1), dev.activate():
         for it in range(iterations[-1] + 1):
             W = _weights(params, structure, xp)
             if it == iterations[len(W_hist)]:
@@ -635,11 +634,3 @@ def train_attention_classifier(
 
 def _squared_norm(arrays, B):
     return sum((a.reshape(B, -1) ** 2).sum(axis=1) for a in arrays)
-
-
-class _no_limits:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

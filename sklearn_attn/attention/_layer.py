@@ -37,12 +37,11 @@ running single-threaded BLAS.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
+
+from .._backend import Workers, chunk_bytes, cpu_workers
 
 __all__ = [
     "AttentionLayer",
@@ -53,6 +52,7 @@ __all__ = [
     "solve_values",
     "useful_flops",
     "cpu_workers",
+    "Workers",
     "default_chunk_size",
     "token_norm_bound",
 ]
@@ -64,16 +64,18 @@ __all__ = [
 # threads: 0.4 MiB 98 ms, 1.7 MiB 44 ms, 3.4 MiB 35 ms, 6.8 MiB 32 ms, 13.5 MiB
 # 32 ms; under heavy load from other processes 13.5 MiB was ~1.5x slower.
 _CPU_CHUNK_BYTES = 2**23
-_GPU_CHUNK_BYTES = 2**30
 
 
-def default_chunk_size(n_tokens, token_dim, n_heads, on_cpu=True):
-    """Samples per chunk so that a chunk's intermediates fit the cache (or 1 GiB)."""
+def default_chunk_size(n_tokens, token_dim, n_heads, xp=np):
+    """Samples per chunk so that a chunk's intermediates fit the cache (or 1 GiB).
+
+    The budget depends on the array module ``xp``: a core's cache on the CPU,
+    1 GiB on a GPU (see :func:`sklearn_attn._backend.chunk_bytes`).
+    """
     k, d, m = n_tokens, token_dim, n_heads
     # S, G (k m k each), the stacked XT / P / RW / D (k m d each), X, Y, F (k d).
     per_sample = 8 * (2 * k * m * k + 4 * k * m * d + 3 * k * d)
-    budget = _CPU_CHUNK_BYTES if on_cpu else _GPU_CHUNK_BYTES
-    return max(1, budget // per_sample)
+    return max(1, chunk_bytes(xp, _CPU_CHUNK_BYTES) // per_sample)
 
 
 def useful_flops(n_samples, n_tokens, token_dim, n_heads):
@@ -101,56 +103,6 @@ class AttentionLayer(NamedTuple):
 
     theta: np.ndarray
     values: np.ndarray
-
-
-# -- threads over chunks ------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def cpu_workers(n_threads=None):
-    """Threads over sample chunks, with every BLAS library limited to one thread.
-
-    Per-sample products are far too small for BLAS to parallelise, and NumPy and
-    SciPy each bundle an OpenBLAS whose idle threads spin: inside
-    ``scipy.optimize.minimize`` the two pools were seen to slow an evaluation
-    down 2-6 times. Limiting both to one thread and running chunks on our own
-    threads avoids the collision and parallelises the element-wise softmax too.
-
-    Parameters
-    ----------
-    n_threads : int, default=None
-        Number of worker threads; ``None`` uses the BLAS thread count in force
-        (so inside a joblib worker limited to one thread this stays serial).
-
-    Yields
-    ------
-    workers : Workers or None
-        ``None`` when one thread is used.
-    """
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    if n_threads is None:
-        counts = [
-            i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"
-        ]
-        n_threads = max(1, min(counts)) if counts else os.cpu_count() or 1
-    with threadpool_limits(1, user_api="blas"):
-        if n_threads <= 1:
-            yield None
-            return
-        with ThreadPoolExecutor(n_threads) as executor:
-            yield Workers(executor, n_threads)
-
-
-class Workers:
-    """A thread pool and its size (what :func:`cpu_workers` yields)."""
-
-    def __init__(self, executor, n_threads):
-        self.executor = executor
-        self.n_threads = n_threads
-
-    def map(self, func, items):
-        return self.executor.map(func, items)
 
 
 def _chunks(n_samples, chunk_size, executor=None):
@@ -286,7 +238,7 @@ def attention_weights(X, theta, *, n_queries=None, xp=np, chunk_size=None):
     X, theta = _as_dtype(X, xp, dtype), _as_dtype(theta, xp, dtype)
     n, k, d = X.shape
     m, q = theta.shape[0], _n_queries(n_queries, k)
-    chunk_size = chunk_size or default_chunk_size(k, d, m, on_cpu=xp is np)
+    chunk_size = chunk_size or default_chunk_size(k, d, m, xp)
     heads = _Heads(theta, X, xp)
     out = xp.empty((n, m, q, k), dtype=dtype)
     for rows in _chunks(n, chunk_size):
@@ -321,7 +273,7 @@ def forward(X, theta, values, *, n_queries=None, xp=np, chunk_size=None, executo
     X = _as_dtype(X, xp, dtype)
     n, k, d = X.shape
     m, q = theta.shape[0], _n_queries(n_queries, k)
-    chunk_size = chunk_size or default_chunk_size(k, d, m, on_cpu=xp is np)
+    chunk_size = chunk_size or default_chunk_size(k, d, m, xp)
     heads = _Heads(_as_dtype(theta, xp, dtype), X, xp)
     values_stacked = _as_dtype(values, xp, dtype).reshape(m * d, d)
     out = xp.empty((n, q, d), dtype=dtype)
@@ -370,7 +322,7 @@ def loss_and_gradient(
     """
     n, k, d = X.shape
     m, q = theta.shape[0], Y.shape[1]
-    chunk_size = chunk_size or default_chunk_size(k, d, m, on_cpu=xp is np)
+    chunk_size = chunk_size or default_chunk_size(k, d, m, xp)
     heads = _Heads(theta, X, xp, max_sq_norm)
     values_stacked = xp.ascontiguousarray(values.reshape(m * d, d))
     values_t_side = _side_by_side(values.transpose(0, 2, 1), xp)  # [W_1^T | ...]
@@ -429,7 +381,7 @@ def value_normal_equations(
     """
     n, k, d = X.shape
     m, q = theta.shape[0], Y.shape[1]
-    chunk_size = chunk_size or default_chunk_size(k, d, m, on_cpu=xp is np)
+    chunk_size = chunk_size or default_chunk_size(k, d, m, xp)
     heads = _Heads(theta, X, xp, max_sq_norm)
 
     def chunk(rows):

@@ -27,7 +27,6 @@ from .._validation import check_token_array
 from ._layer import attention_weights as _attention_weights
 from ._layer import (
     compute_dtype,
-    cpu_workers,
     default_chunk_size,
     forward,
     loss_and_gradient,
@@ -124,7 +123,7 @@ class _Objective:
         self.device, self.executor = device, executor
         n, k, d = X.shape
         m = param.shapes["values"][0]
-        self.chunk_size = default_chunk_size(k, d, m, on_cpu=device.kind == "cpu")
+        self.chunk_size = default_chunk_size(k, d, m, device.xp)
         self.max_sq_norm = token_norm_bound(X, device.xp)
 
     def _on_device(self, array):
@@ -529,8 +528,7 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
         starts = [param.initial(rng, self.init_scale) for _ in range(self.n_init)]
 
         self._clear_device_cache()
-        workers = cpu_workers() if device.kind == "cpu" else _no_workers()
-        with device.activate(), workers as executor:
+        with device.activate(), device.workers() as executor:
             dtype = compute_dtype(X)
             X_dev = to_device(X, device, dtype=dtype)
             Y_dev = to_device(Y, device, dtype=dtype)
@@ -539,6 +537,7 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
                 self._fit_one(objective, w0, rng, n, index)
                 for index, w0 in enumerate(starts)
             ]
+            del X_dev, Y_dev, objective  # the pool can only release unreferenced blocks
         free_device_memory(device)
 
         losses = np.array([run["loss"] for run in runs])
@@ -716,14 +715,6 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
         # targets (a linear function of one column) are out of reach.
         tags.regressor_tags.poor_score = True
         return tags
-
-
-class _no_workers:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 class _VerboseCurve(list):

@@ -328,7 +328,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 alpha_couplings,
                 device,
             )
-            del onehot
+            del onehot, weights_dev  # the pool can only release unreferenced blocks
         free_device_memory(device)
         self._store(parametrization, theta)
         return self

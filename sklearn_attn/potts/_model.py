@@ -108,9 +108,9 @@ def zero_sum_gauge(couplings, fields):
     return gauged, fields + shift
 
 
-def _zero_diagonal_blocks(matrix, n_sites, n_states):
+def _zero_diagonal_blocks(matrix, n_sites, n_states, xp=np):
     view = matrix.reshape(n_sites, n_states, n_sites, n_states)
-    idx = np.arange(n_sites)
+    idx = xp.arange(n_sites)
     view[idx, :, idx, :] = 0.0
     return matrix
 
@@ -126,7 +126,13 @@ class FullCouplings:
         self.n_sites, self.n_states = n_sites, n_states
         upper_i, upper_j = np.triu_indices(n_sites, 1)
         self._pairs = (upper_i, upper_j)
+        self._pairs_on = {np: self._pairs}  # index arrays per array module
         self.n_params = n_sites * n_states + len(upper_i) * n_states**2
+
+    def _pairs_for(self, xp):
+        if xp not in self._pairs_on:
+            self._pairs_on[xp] = tuple(xp.asarray(index) for index in self._pairs)
+        return self._pairs_on[xp]
 
     def split(self, theta):
         L, q = self.n_sites, self.n_states
@@ -139,7 +145,7 @@ class FullCouplings:
         L, q = self.n_sites, self.n_states
         fields, blocks = self.split(theta)
         tensor = xp.zeros((L, q, L, q), dtype=theta.dtype)
-        i, j = self._pairs
+        i, j = self._pairs_for(xp)
         tensor[i, :, j, :] = blocks
         tensor[j, :, i, :] = blocks.transpose(0, 2, 1)
         return tensor.reshape(L * q, L * q), fields
@@ -148,7 +154,7 @@ class FullCouplings:
         """Gradient in the parameter vector from the gradient in ``(J_mat, h)``."""
         L, q = self.n_sites, self.n_states
         g = grad_couplings.reshape(L, q, L, q)
-        i, j = self._pairs
+        i, j = self._pairs_for(xp)
         # Each stored block appears twice in J_mat: as J_ij and as J_ji^T.
         blocks = g[i, :, j, :] + g[j, :, i, :].transpose(0, 2, 1)
         return xp.concatenate([grad_fields.ravel(), blocks.ravel()])
@@ -282,6 +288,6 @@ def objective(
     grad_fields = grad_fields + 2.0 * alpha_fields * fields
     grad_couplings += alpha_couplings * couplings_mat
     _zero_diagonal_blocks(
-        grad_couplings, parametrization.n_sites, parametrization.n_states
+        grad_couplings, parametrization.n_sites, parametrization.n_states, xp
     )
     return value, parametrization.pull_back(theta, grad_couplings, grad_fields, xp)

@@ -28,7 +28,14 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._backend import Device, resolve_device, to_device, to_host, to_output
+from .._backend import (
+    Device,
+    fast_take_options,
+    resolve_device,
+    to_device,
+    to_host,
+    to_output,
+)
 from .._validation import check_int as _check_int
 from ._model import log_conditionals, one_hot
 
@@ -215,8 +222,7 @@ class _GibbsChains:
         self._lower = xp.asarray(np.tril(np.ones((n_states, n_states))))
         self._moved_to = xp.empty((n_chains, width * n_states))
         self._moved_from = xp.empty((n_chains, width * n_states))
-        # NumPy's take is slow with ``out`` unless it may skip bounds checks.
-        self._take_kwargs = {"mode": "clip"} if xp is np else {}
+        self._take_kwargs = fast_take_options(xp)
 
     def full_field(self, couplings, beta, device):
         """The field recomputed from the states (one matrix product)."""

@@ -181,15 +181,15 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         self._clear_device_cache()
         y_2d = y.reshape(-1, 1) if y.ndim == 1 else y
         with device.activate():
-            feature_map = self._feature_map(to_device(X, device, dtype=X.dtype), device)
             solution = fit_ridge(
-                feature_map,
+                self._feature_map(to_device(X, device, dtype=X.dtype), device),
                 np.asarray(y_2d, dtype=np.float64),
                 alphas,
                 sample_weight=sample_weight,
                 fit_intercept=self.fit_intercept,
                 mode=self.solver,
             )
+        # Nothing on the device is referenced any more: give the pool back.
         free_device_memory(device)
         self.coef_ = solution.coef.T if y.ndim == 2 else solution.coef[:, 0]
         self.intercept_ = (

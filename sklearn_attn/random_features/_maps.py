@@ -7,31 +7,23 @@ caller needs the full ``(n_samples, n_features)`` matrix.
 
 On the CPU, rows are cut into small chunks that keep the per-chunk
 intermediates in cache and are spread over threads, each running
-single-threaded BLAS: the per-sample products are too small for BLAS to
-parallelise by itself. The thread count is the BLAS thread count in force, so
-inside a joblib worker limited to one thread this stays serial.
+single-threaded BLAS (:meth:`Device.workers <sklearn_attn._backend.Device.workers>`):
+the per-sample products are too small for BLAS to parallelise by itself. The
+thread count is the BLAS thread count in force, so inside a joblib worker
+limited to one thread this stays serial. On a GPU a block is one launch.
 """
 
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 
 from sklearn import get_config
-from threadpoolctl import threadpool_info, threadpool_limits
 
 from .._ridge import FeatureBlocks
 
 # Samples per chunk on the CPU: small enough for the (chunk, heads, keys)
 # intermediates of a block of heads to stay in cache (measured: 32-64 best).
 _CPU_CHUNK = 32
-
-
-def _blas_threads():
-    counts = [
-        info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"
-    ]
-    return max(1, min(counts)) if counts else 1
 
 
 def working_memory_bytes():
@@ -81,31 +73,26 @@ class _ChunkedMap(FeatureBlocks):
         n_rows = len(range(*rows.indices(self.n_samples)))
         xp = self.device.xp
         out = xp.empty((n_rows, (units.stop - units.start) * w), dtype=self.dtype)
-        if self.device.kind != "cpu":
-            self._fill(rows, units, out)
-            return out
         start = rows.start or 0
+        size = self.device.chunk_length(_CPU_CHUNK, n_rows)
         chunks = [
             (
-                slice(start + s, start + min(s + _CPU_CHUNK, n_rows)),
-                slice(s, min(s + _CPU_CHUNK, n_rows)),
+                slice(start + s, start + min(s + size, n_rows)),
+                slice(s, min(s + size, n_rows)),
             )
-            for s in range(0, n_rows, _CPU_CHUNK)
+            for s in range(0, n_rows, size)
         ]
-        n_threads = min(_blas_threads(), len(chunks))
-        if n_threads <= 1:
-            with threadpool_limits(1, user_api="blas"):
-                for src, dst in chunks:
-                    self._fill(src, units, out[dst])
-            return out
-        with (
-            threadpool_limits(1, user_api="blas"),
-            ThreadPoolExecutor(n_threads) as pool,
-        ):
-            # Each worker fills its own rows of `out`: no shared writes.
-            list(
-                pool.map(lambda pair: self._fill(pair[0], units, out[pair[1]]), chunks)
-            )
+
+        def fill(pair):
+            # Each chunk fills its own rows of `out`: no shared writes.
+            self._fill(pair[0], units, out[pair[1]])
+
+        with self.device.workers() as workers:
+            if workers is None or len(chunks) == 1:
+                for pair in chunks:
+                    fill(pair)
+            else:
+                list(workers.map(fill, chunks))
         return out
 
 

@@ -1,0 +1,407 @@
+"""GPU against CPU for the three estimator families, as issue 5 asks.
+
+Run twice, once per machine, by the same script:
+
+* ``--device cpu`` on the 2-core CPU machine (no GPU needed) writes
+  ``benchmarks/results/gpu_cpu_reference.json``;
+* ``--device cuda`` on the GPU machine (``benchmarks/gpu_check.sh`` runs it)
+  writes its JSON where it is told and, given the CPU reference, the ratios.
+
+What is measured:
+
+* **RFA fit** (``RandomFeatureAttentionRegressor``, n = 100,000, N = 16 keys,
+  d = 16, 4096 heads, float32, one alpha; ``p = 4096 * 17 = 69,632`` features,
+  so the primal solver). On the GPU the whole fit is timed. On the CPU that fit
+  does not fit in memory (its ``p x p`` float64 covariance alone is 39 GB), so
+  its time is *estimated from measured rates*: the feature map's seconds per
+  sample and head (a transform at 4096 heads), the float32 Gram accumulation's
+  rate (the package's own ``LowerGram`` on blocks of the fit's shape) for the
+  ``n p^2`` flops, and float64 Cholesky's rate for the ``p^3 / 3``. The model
+  is checked against a complete CPU fit at a size that fits (n = 12,000, 512
+  heads), and the prediction error is reported.
+  The GPU's useful rate is the fit's dominant products (``n p^2`` for the
+  Gram matrix, ``2 n M (d^2 + N d + N (d + 1))`` for the features) over the
+  whole fit's time, against the float32 matrix-multiply rate measured in the
+  same run: a lower bound on the rate of the products themselves.
+* **MultiHeadAttentionLearner** and **PottsPseudoLikelihood**: seconds per
+  L-BFGS iteration (fit time over iterations, host optimiser included) on the
+  same problems on both devices: the learner at n = 100,000, k = 16, d = 16,
+  m = 4; Potts on PF00014 (full couplings, and factored with 8 heads).
+
+Usage::
+
+    python benchmarks/bench_gpu.py --device cpu            # CPU reference
+    python benchmarks/bench_gpu.py --device cuda --output results/gpu.json
+    python benchmarks/bench_gpu.py --device cpu --quick    # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import machine_info  # noqa: E402
+
+CPU_REFERENCE = ROOT / "benchmarks" / "results" / "gpu_cpu_reference.json"
+
+FULL = {
+    "rfa": dict(n=100_000, n_keys=16, d=16, heads=4096),
+    "rfa_check": dict(n=12_000, n_keys=16, d=16, heads=512),
+    "mha": dict(n=100_000, k=16, d=16, m=4, max_iter=10),
+    "potts_max_iter": 10,
+}
+QUICK = {
+    "rfa": dict(n=6_000, n_keys=8, d=8, heads=256),
+    "rfa_check": dict(n=3_000, n_keys=8, d=8, heads=64),
+    "mha": dict(n=2_000, k=8, d=8, m=2, max_iter=3),
+    "potts_max_iter": 2,
+}
+
+
+# -- devices -------------------------------------------------------------------------
+
+
+class _Clock:
+    """Wall time that waits for the GPU to finish (CUDA work is asynchronous)."""
+
+    def __init__(self, device):
+        self.cupy = None
+        if device != "cpu":
+            import cupy
+
+            self.cupy = cupy
+
+    def sync(self):
+        if self.cupy is not None:
+            self.cupy.cuda.Device().synchronize()
+
+    def time(self, func, repeats=1):
+        times = []
+        for _ in range(repeats):
+            self.sync()
+            start = time.perf_counter()
+            func()
+            self.sync()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+    def release(self):
+        if self.cupy is not None:
+            self.cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _xp(device):
+    if device == "cpu":
+        return np
+    import cupy
+
+    return cupy
+
+
+def _backend_device(device):
+    from sklearn_attn._backend import resolve_device
+
+    return resolve_device(device)
+
+
+def gpu_info():  # pragma: no cover - needs a GPU
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    return {
+        "name": props["name"].decode()
+        if isinstance(props["name"], bytes)
+        else props["name"],
+        "total_memory_bytes": int(props["totalGlobalMem"]),
+        "multiprocessors": int(props["multiProcessorCount"]),
+        "cupy": cupy.__version__,
+        "cuda_runtime": int(cupy.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver": int(cupy.cuda.runtime.driverGetVersion()),
+    }
+
+
+def matmul_rate(device, dtype, size):
+    """GEMM rate in FLOP/s (median of 5) on ``device`` for ``dtype``."""
+    xp, clock = _xp(device), _Clock(device)
+    rng = np.random.default_rng(0)
+    a = xp.asarray(rng.standard_normal((size, size)), dtype=dtype)
+    b = xp.asarray(rng.standard_normal((size, size)), dtype=dtype)
+    clock.time(lambda: a @ b)  # warm up (threads, cuBLAS handle)
+    return 2 * size**3 / clock.time(lambda: a @ b, repeats=5)
+
+
+# -- random-feature attention ------------------------------------------------------
+
+
+def _tokens(n, n_keys, d, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_keys + 1, d))
+    X *= np.sqrt(d) / np.linalg.norm(X, axis=2, keepdims=True)
+    y = np.einsum("nd,nkd->n", X[:, 0], X[:, 1:]) / (n_keys * np.sqrt(d))
+    return X.astype(dtype), y + 0.1 * rng.standard_normal(n)
+
+
+def _rfa_sizes(n, n_keys, d, heads):
+    p = heads * (d + 1)
+    return {
+        "n": n,
+        "n_keys": n_keys,
+        "d": d,
+        "heads": heads,
+        "n_features": p,
+        "gram_flops": float(n) * p * p,
+        "feature_flops": 2.0 * n * heads * (d * d + n_keys * d + n_keys * (d + 1)),
+        "cholesky_flops": p**3 / 3.0,
+    }
+
+
+def rfa_fit(device, n, n_keys, d, heads):
+    """Time one float32 fit of the regressor; the model's dominant flops."""
+    from sklearn_attn import RandomFeatureAttentionRegressor
+
+    X, y = _tokens(n, n_keys, d, np.float32)
+    model = RandomFeatureAttentionRegressor(
+        n_heads=heads, alpha=1.0, random_state=0, device=device
+    )
+    # Warm up: kernels compile and the BLAS/cuBLAS handles start on a small fit.
+    RandomFeatureAttentionRegressor(
+        n_heads=8, alpha=1.0, random_state=0, device=device
+    ).fit(X[:200], y[:200])
+    start = time.perf_counter()
+    model.fit(X, y)
+    seconds = time.perf_counter() - start
+    result = _rfa_sizes(n, n_keys, d, heads)
+    result.update(seconds=seconds, solver=model.solver_)
+    result["train_r2_on_first_2000"] = float(model.score(X[:2000], y[:2000]))
+    return result
+
+
+def rfa_cpu_rates(n_keys, d, heads, gram_size, block_rows, chol_size):
+    """Measured CPU rates of the fit's three parts, in its float32 setting."""
+    import scipy.linalg
+
+    from sklearn_attn import AttentionRandomFeatures
+    from sklearn_attn._backend import LowerGram
+
+    clock = _Clock("cpu")
+    X, _ = _tokens(1000, n_keys, d, np.float32)
+    transformer = AttentionRandomFeatures(n_heads=heads, random_state=0).fit(X)
+    transformer.transform(X[:100])
+    feature_seconds = clock.time(lambda: transformer.transform(X), repeats=3)
+
+    rng = np.random.default_rng(0)
+    block = rng.standard_normal((block_rows, gram_size)).astype(np.float32)
+    device = _backend_device("cpu")
+    gram = LowerGram(gram_size, device)
+    gram.add(block.T)  # the primal's call: block.T is (features, rows)
+    gram_seconds = clock.time(lambda: gram.add(block.T), repeats=3)
+
+    a = rng.standard_normal((chol_size, chol_size))
+    spd = a @ a.T + chol_size * np.eye(chol_size)
+    chol_seconds = clock.time(
+        lambda: scipy.linalg.cho_factor(spd, lower=True, check_finite=False),
+        repeats=3,
+    )
+    return {
+        "feature_seconds_per_sample_head": feature_seconds / (X.shape[0] * heads),
+        "gram_float32_flops_per_second": block_rows * gram_size**2 / gram_seconds,
+        "cholesky_float64_flops_per_second": chol_size**3 / 3.0 / chol_seconds,
+        "measured_at": {
+            "transform": [X.shape[0], heads],
+            "gram_block": [block_rows, gram_size],
+            "cholesky": chol_size,
+        },
+    }
+
+
+def rfa_cpu_estimate(rates, sizes):
+    """CPU seconds of a fit from the measured rates (features + Gram + Cholesky)."""
+    parts = {
+        "features": sizes["n"]
+        * sizes["heads"]
+        * rates["feature_seconds_per_sample_head"],
+        "gram": sizes["gram_flops"] / rates["gram_float32_flops_per_second"],
+        "cholesky": sizes["cholesky_flops"]
+        / rates["cholesky_float64_flops_per_second"],
+    }
+    # With one alpha the primal computes the features once (one pass gives the
+    # Gram matrix and the right-hand side). The O(p^2) passes (symmetrise,
+    # centre, triangular solves) are left out: they are well under 1% at n >> p.
+    return {"seconds": sum(parts.values()), "parts": parts}
+
+
+# -- attention learner and Potts ---------------------------------------------------
+
+
+def mha_per_iteration(device, n, k, d, m, max_iter):
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sklearn_attn import MultiHeadAttentionLearner
+    from sklearn_attn.datasets import make_attention_layer_regression
+
+    X, Y, *_ = make_attention_layer_regression(
+        n_samples=n, n_tokens=k, token_dim=d, n_heads=m, random_state=0
+    )
+    kwargs = dict(n_init=1, max_iter=max_iter, tol=1e-30, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        MultiHeadAttentionLearner(m, device=device, **{**kwargs, "max_iter": 1}).fit(
+            X[:500], Y[:500]
+        )
+        start = time.perf_counter()
+        model = MultiHeadAttentionLearner(m, device=device, **kwargs).fit(X, Y)
+        seconds = time.perf_counter() - start
+    return {
+        "n": n,
+        "k": k,
+        "d": d,
+        "m": m,
+        "n_iter": model.n_iter_,
+        "seconds": seconds,
+        "seconds_per_iteration": seconds / max(model.n_iter_, 1),
+    }
+
+
+def potts_per_iteration(device, parametrization, max_iter, n_heads=8):
+    from sklearn_attn import PottsPseudoLikelihood
+    from sklearn_attn.datasets import load_pf00014
+    from sklearn_attn.potts import encode_sequences, sequence_weights
+
+    data = load_pf00014()
+    codes = encode_sequences(data.sequences)
+    # Weights computed once, outside the timing: the fit's time is then its
+    # iterations (plus a one-hot encoding and start-up of well under one).
+    weights = sequence_weights(codes, identity_threshold=0.8)
+    kwargs = dict(alpha_fields=0.01, tol=0.0, random_state=0)
+    if parametrization == "full":
+        kwargs["alpha_couplings"] = 16.0
+    else:
+        kwargs["n_heads"] = n_heads
+    PottsPseudoLikelihood(parametrization, max_iter=1, device=device, **kwargs).fit(
+        codes[:200]
+    )
+    model = PottsPseudoLikelihood(
+        parametrization, max_iter=max_iter, device=device, **kwargs
+    )
+    start = time.perf_counter()
+    model.fit(codes, sample_weight=weights)
+    seconds = time.perf_counter() - start
+    return {
+        "parametrization": parametrization,
+        "n_heads": None if parametrization == "full" else n_heads,
+        "n_sequences": int(codes.shape[0]),
+        "n_sites": int(codes.shape[1]),
+        "n_iter": model.n_iter_,
+        "seconds": seconds,
+        "seconds_per_iteration": seconds / max(model.n_iter_, 1),
+        "objective": model.objective_,
+    }
+
+
+# -- main ------------------------------------------------------------------------------
+
+
+def run_cpu(sizes, quick):
+    report = {"device": "cpu", "machine": machine_info(), "quick": quick}
+    report["float32_matmul_flops_per_second"] = matmul_rate("cpu", np.float32, 2048)
+    rfa = sizes["rfa"]
+    gram_size = 2048 if quick else 8192
+    rates = rfa_cpu_rates(
+        rfa["n_keys"], rfa["d"], rfa["heads"], gram_size, 1024, 1024 if quick else 4096
+    )
+    report["rfa_cpu_rates"] = rates
+    target = _rfa_sizes(**rfa)
+    report["rfa_estimate"] = {**target, **rfa_cpu_estimate(rates, target)}
+    # The model against a complete fit that fits in this machine's memory.
+    check = rfa_fit("cpu", **sizes["rfa_check"])
+    predicted = rfa_cpu_estimate(rates, check)
+    check["predicted_seconds"] = predicted["seconds"]
+    check["prediction_error"] = predicted["seconds"] / check["seconds"] - 1.0
+    report["rfa_model_check"] = check
+    report["mha"] = mha_per_iteration("cpu", **sizes["mha"])
+    report["potts"] = [
+        potts_per_iteration("cpu", p, sizes["potts_max_iter"])
+        for p in ("full", "factored")
+    ]
+    return report
+
+
+def run_cuda(sizes, quick, cpu_reference):  # pragma: no cover - needs a GPU
+    report = {"device": "cuda", "machine": machine_info(), "gpu": gpu_info()}
+    report["quick"] = quick
+    clock = _Clock("cuda")
+    rate32 = matmul_rate("cuda", np.float32, 4096 if quick else 8192)
+    report["float32_matmul_flops_per_second"] = rate32
+    report["float64_matmul_flops_per_second"] = matmul_rate(
+        "cuda", np.float64, 4096 if quick else 8192
+    )
+    fit = rfa_fit("cuda", **sizes["rfa"])
+    clock.release()
+    useful = fit["gram_flops"] + fit["feature_flops"]
+    fit["useful_flops_per_second"] = useful / fit["seconds"]
+    fit["fraction_of_float32_matmul_rate"] = fit["useful_flops_per_second"] / rate32
+    report["rfa"] = fit
+    report["mha"] = mha_per_iteration("cuda", **sizes["mha"])
+    clock.release()
+    report["potts"] = [
+        potts_per_iteration("cuda", p, sizes["potts_max_iter"])
+        for p in ("full", "factored")
+    ]
+    clock.release()
+    if cpu_reference is not None:
+        report["cpu_reference"] = str(cpu_reference["_path"])
+        cpu_seconds = cpu_reference["rfa_estimate"]["seconds"]
+        report["rfa_speedup_vs_cpu_estimate"] = cpu_seconds / fit["seconds"]
+        report["mha_speedup_per_iteration"] = (
+            cpu_reference["mha"]["seconds_per_iteration"]
+            / report["mha"]["seconds_per_iteration"]
+        )
+        report["potts_speedup_per_iteration"] = {
+            gpu["parametrization"]: cpu["seconds_per_iteration"]
+            / gpu["seconds_per_iteration"]
+            for cpu, gpu in zip(cpu_reference["potts"], report["potts"], strict=True)
+        }
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
+    parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--cpu-reference", type=Path, default=CPU_REFERENCE)
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    if args.device == "cpu":
+        report = run_cpu(sizes, args.quick)
+        default = CPU_REFERENCE if not args.quick else None
+    else:
+        reference = None
+        if args.cpu_reference.exists():
+            reference = json.loads(args.cpu_reference.read_text())
+            reference["_path"] = args.cpu_reference
+            if reference.get("quick") != args.quick:
+                reference = None  # sizes differ: no ratio
+        report = run_cuda(sizes, args.quick, reference)
+        default = None
+    report["sizes"] = sizes
+    text = json.dumps(report, indent=2, default=float)
+    output = args.output or default
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

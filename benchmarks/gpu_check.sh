@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The one prepared check for a machine with an NVIDIA GPU (issue 5).
+#
+#   bash benchmarks/gpu_check.sh OUTPUT_DIR
+#
+# Runs from the checkout without installing anything (PYTHONPATH=.), on a
+# Python that already has CuPy, NumPy, SciPy, scikit-learn, joblib and pytest,
+# and needs no network. Within 8 minutes it
+#   1. records the GPU (nvidia-smi) and the Python packages,
+#   2. runs the tests marked `gpu` (CPU and GPU results agree, GridSearchCV with
+#      device="cuda", GPU-fitted pickles predict on the CPU, memory released),
+#   3. runs benchmarks/bench_gpu.py --device cuda: the RFA fit at n = 100,000,
+#      4096 heads, float32, and the per-iteration times of the attention
+#      learner and the Potts model, with ratios against the committed CPU
+#      reference benchmarks/results/gpu_cpu_reference.json,
+# and writes everything into OUTPUT_DIR (at most 8 files). Each step has its own
+# time limit, so a hung step cannot eat the others' time; the exit status is
+# non-zero when any step failed.
+set -u
+out=${1:?usage: bash benchmarks/gpu_check.sh OUTPUT_DIR}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}
+status=0
+
+{
+    nvidia-smi || echo "nvidia-smi failed"
+    "$python" -c "import sys, numpy, scipy, sklearn, cupy; print(sys.version); \
+print('numpy', numpy.__version__, 'scipy', scipy.__version__, \
+'sklearn', sklearn.__version__, 'cupy', cupy.__version__); \
+print('devices', cupy.cuda.runtime.getDeviceCount())"
+} >"$out/environment.txt" 2>&1 || status=1
+
+# The gpu-marked tests only (the fake-CuPy runs of the same tests run in CI).
+timeout 200 "$python" -m pytest -m gpu -q -p no:cacheprovider -o addopts="" \
+    --junitxml="$out/gpu_tests.xml" \
+    tests/test_devices.py tests/test_backend.py >"$out/gpu_tests.log" 2>&1 || status=1
+tail -n 3 "$out/gpu_tests.log"
+
+timeout 240 "$python" benchmarks/bench_gpu.py --device cuda \
+    --output "$out/gpu_bench.json" >"$out/gpu_bench.log" 2>&1 || status=1
+tail -n 5 "$out/gpu_bench.log"
+
+echo "gpu_check.sh finished with status $status; results in $out"
+exit $status
