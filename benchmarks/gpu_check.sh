@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one prepared check for a machine with an NVIDIA GPU (issue 5).
 #
-#   bash benchmarks/gpu_check.sh OUTPUT_DIR
+#   bash benchmarks/gpu_check.sh OUTPUT_DIR [--quick]
 #
 # Runs from the checkout without installing anything (PYTHONPATH=.), on a
 # Python that already has CuPy, NumPy, SciPy, scikit-learn, joblib and pytest,
@@ -15,10 +15,12 @@
 #      reference benchmarks/results/gpu_cpu_reference.json,
 # and writes everything into OUTPUT_DIR (at most 8 files). Each step has its own
 # time limit, so a hung step cannot eat the others' time; the exit status is
-# non-zero when any step failed.
+# non-zero when any step failed. --quick runs the benchmarks at smoke-test sizes.
 set -u
-out=${1:?usage: bash benchmarks/gpu_check.sh OUTPUT_DIR}
+out=${1:?usage: bash benchmarks/gpu_check.sh OUTPUT_DIR [--quick]}
+quick=${2:-}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python=${PYTHON:-python3}
@@ -38,7 +40,7 @@ timeout 200 "$python" -m pytest -m gpu -q -p no:cacheprovider -o addopts="" \
     tests/test_devices.py tests/test_backend.py >"$out/gpu_tests.log" 2>&1 || status=1
 tail -n 3 "$out/gpu_tests.log"
 
-timeout 240 "$python" benchmarks/bench_gpu.py --device cuda \
+timeout 240 "$python" benchmarks/bench_gpu.py --device cuda $quick \
     --output "$out/gpu_bench.json" >"$out/gpu_bench.log" 2>&1 || status=1
 tail -n 5 "$out/gpu_bench.log"
 

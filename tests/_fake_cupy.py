@@ -270,9 +270,19 @@ def build():
     cupy.get_default_memory_pool = lambda: pool
     cupy.linalg = _numpy_namespace("cupy.linalg", np.linalg)
     cupy.linalg.cholesky = _cholesky
+    cupy.__version__ = "0+fake"
     cupy.cuda = types.SimpleNamespace(
         Device=_DeviceId,
-        runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
+        runtime=types.SimpleNamespace(
+            getDeviceCount=lambda: 1,
+            getDeviceProperties=lambda index: {
+                "name": b"fake CuPy on NumPy",
+                "totalGlobalMem": 0,
+                "multiProcessorCount": 0,
+            },
+            runtimeGetVersion=lambda: 0,
+            driverGetVersion=lambda: 0,
+        ),
     )
     cupy.cublas = types.ModuleType("cupy.cublas")
     cupy.cublas.syrk = _syrk
