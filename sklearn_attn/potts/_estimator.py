@@ -96,7 +96,10 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     verbose : int, default=0
         Print the objective every ``verbose`` iterations.
     device : {None, "cpu", "cuda", "cuda:N"}, default=None
-        Where to compute (see :ref:`devices`).
+        Where to compute (see :ref:`devices`): the objective and gradient in
+        ``fit``, the predictions, and the Gibbs sampler of :meth:`sample`.
+        ``None`` follows the input (CuPy codes in, CuPy out); the optimiser's
+        state stays on the host.
 
     Attributes
     ----------
@@ -438,7 +441,8 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         proba : ndarray of shape (n_samples, n_sites, n_states)
-            ``proba[s, i, a] = p(s_i = states_[a] | rest of sequence s)``.
+            ``proba[s, i, a] = p(s_i = states_[a] | rest of sequence s)``; a
+            CuPy array when ``device=None`` and ``X`` is one.
         """
         log_p, _, device = self._log_conditionals(X)
         with device.activate():
@@ -455,7 +459,8 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         states : ndarray of shape (n_samples, n_sites)
-            Entries of ``states_``.
+            Entries of ``states_``; a CuPy array when ``device=None`` and ``X``
+            is one.
         """
         log_p, _, device = self._log_conditionals(X)
         with device.activate():
@@ -475,7 +480,8 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         scores : ndarray of shape (n_samples,)
-            ``(1 / L) sum_i log p(s_i | s_-i)``.
+            ``(1 / L) sum_i log p(s_i | s_-i)``; a CuPy array when
+            ``device=None`` and ``X`` is one.
         """
         log_p, codes, device = self._log_conditionals(X)
         with device.activate():
