@@ -291,38 +291,49 @@ def free_device_memory(device: Device) -> None:
         device.xp.get_default_memory_pool().free_all_blocks()
 
 
+def _raise_on_solver_failure():
+    """CuPy ignores cuSOLVER's error codes unless asked: a failed factorisation
+    returns finite garbage. Inside this context it raises ``LinAlgError``."""
+    import cupyx
+
+    return cupyx.errstate(linalg="raise")
+
+
 def eigh(matrix, device: Device):
-    """Eigendecomposition of a symmetric matrix, overwriting it where possible."""
+    """Eigendecomposition of a symmetric matrix (overwriting it on the CPU).
+
+    Raises ``numpy.linalg.LinAlgError`` when the solver fails, on either device.
+    """
     if device.kind == "cpu":
         return scipy.linalg.eigh(
             matrix, overwrite_a=True, check_finite=False, driver="evd"
         )
-    return device.xp.linalg.eigh(matrix)
+    with _raise_on_solver_failure():
+        return device.xp.linalg.eigh(matrix)
 
 
 def cholesky_solve(matrix, rhs, device: Device):
     """Solve ``matrix @ x = rhs`` for symmetric positive definite ``matrix``.
 
-    ``matrix`` is overwritten. Raises ``numpy.linalg.LinAlgError`` when the
-    matrix is not numerically positive definite.
+    On the CPU ``matrix`` is overwritten (CuPy factorises a copy). Raises
+    ``numpy.linalg.LinAlgError`` when the matrix is not numerically positive
+    definite, on either device.
     """
     if device.kind == "cpu":
         factor = scipy.linalg.cho_factor(
             matrix, lower=True, overwrite_a=True, check_finite=False
         )
         return scipy.linalg.cho_solve(factor, rhs, check_finite=False)
-    xp = device.xp
-    import cupyx.scipy.linalg  # pragma: no cover - needs a GPU
+    import cupyx.scipy.linalg
 
-    lower = xp.linalg.cholesky(matrix)  # pragma: no cover
-    if not bool(xp.isfinite(lower).all()):  # pragma: no cover
+    xp = device.xp
+    with _raise_on_solver_failure():
+        lower = xp.linalg.cholesky(matrix)
+    # Belt and braces: a NaN in the matrix can pass the pivot checks.
+    if not bool(xp.isfinite(lower).all()):
         raise np.linalg.LinAlgError("matrix is not positive definite")
-    tmp = cupyx.scipy.linalg.solve_triangular(
-        lower, rhs, lower=True
-    )  # pragma: no cover
-    return cupyx.scipy.linalg.solve_triangular(
-        lower.T, tmp, lower=False
-    )  # pragma: no cover
+    tmp = cupyx.scipy.linalg.solve_triangular(lower, rhs, lower=True)
+    return cupyx.scipy.linalg.solve_triangular(lower.T, tmp, lower=False)
 
 
 class DeviceCacheMixin:

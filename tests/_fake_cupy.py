@@ -7,8 +7,9 @@ arrays live in "device memory" the way CuPy's do, strictly:
   raises ``TypeError``, as CuPy does; ``.get()`` or ``cupy.asnumpy`` copies;
 * mixing one with a NumPy array in an operation raises ``TypeError``;
 * reductions return 0-d device arrays, not NumPy scalars;
-* ``cupy.linalg.cholesky`` returns NaNs instead of raising on a matrix that is
-  not positive definite (CuPy's default).
+* ``cupy.linalg.cholesky`` returns a finite wrong factor instead of raising on
+  a matrix that is not positive definite (CuPy's default), and raises
+  ``LinAlgError`` only inside ``cupyx.errstate(linalg="raise")``.
 
 Everything else is NumPy, so results match the CPU path up to the order of
 operations. The real CuPy is used instead on a machine with a GPU (tests marked
@@ -227,11 +228,34 @@ class _MemoryPool:
         return 0
 
 
+_LINALG_ERRORS = ["ignore"]  # cupyx.errstate(linalg=...) setting, innermost last
+
+
+class _errstate:
+    def __init__(self, linalg=None):
+        self.linalg = linalg
+
+    def __enter__(self):
+        _LINALG_ERRORS.append(self.linalg or _LINALG_ERRORS[-1])
+
+    def __exit__(self, *exc):
+        _LINALG_ERRORS.pop()
+        return False
+
+
 def _cholesky(matrix):
+    # CuPy's default ignores cuSOLVER's status: a failed factorisation returns
+    # finite garbage (a partial factor). Only errstate(linalg="raise") raises.
     try:
         return ndarray(np.linalg.cholesky(matrix._data))
     except np.linalg.LinAlgError:
-        return ndarray(np.full(matrix.shape, np.nan))
+        if _LINALG_ERRORS[-1] == "raise":
+            raise
+        return ndarray(np.tril(np.ones(matrix.shape)))
+
+
+def _eigh(matrix, UPLO="L"):
+    return _wrap(np.linalg.eigh(matrix._data, UPLO=UPLO))
 
 
 def _solve_triangular(a, b, trans=0, lower=False, **kwargs):
@@ -270,6 +294,7 @@ def build():
     cupy.get_default_memory_pool = lambda: pool
     cupy.linalg = _numpy_namespace("cupy.linalg", np.linalg)
     cupy.linalg.cholesky = _cholesky
+    cupy.linalg.eigh = _eigh
     cupy.__version__ = "0+fake"
     cupy.cuda = types.SimpleNamespace(
         Device=_DeviceId,
@@ -289,6 +314,7 @@ def build():
     cupy.is_fake = True
 
     cupyx = types.ModuleType("cupyx")
+    cupyx.errstate = _errstate
     cupyx_scipy = types.ModuleType("cupyx.scipy")
     cupyx_linalg = types.ModuleType("cupyx.scipy.linalg")
     cupyx_linalg.solve_triangular = _solve_triangular

@@ -151,6 +151,21 @@ def test_float32_ridge_is_accurate(cupy, data):
         assert_allclose(got, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
 
 
+@pytest.mark.parametrize("name", ["rfa-dual", "brfa-primal"])
+def test_ridge_falls_back_to_eigh_when_cholesky_fails(cupy, data, monkeypatch, name):
+    """The eigen route gives the same one-alpha solution as the Cholesky route."""
+    from sklearn_attn import _ridge
+
+    X, y, _ = data
+    expected = REGRESSORS[name]("cuda").fit(X, y).predict(X)
+
+    def fail(*args):
+        raise np.linalg.LinAlgError("not positive definite")
+
+    monkeypatch.setattr(_ridge, "cholesky_solve", fail)
+    assert_allclose(REGRESSORS[name]("cuda").fit(X, y).predict(X), expected, rtol=1e-8)
+
+
 # -- attention learner and implicit bias ---
 
 
