@@ -171,8 +171,8 @@ class ndarray(numpy.lib.mixins.NDArrayOperatorsMixin):
 
 
 def _unwrap_index(key):
-    # Stricter than CuPy may be: host index arrays are refused, so that the
-    # code under test indexes device arrays with device arrays only.
+    # Stricter than CuPy, which copies host index arrays to the device on every
+    # call: refusing them keeps the code under test free of those copies.
     if isinstance(key, ndarray):
         return key._data
     if isinstance(key, tuple):
