@@ -43,6 +43,7 @@ import argparse
 import json
 import sys
 import time
+import traceback
 import warnings
 from pathlib import Path
 
@@ -325,72 +326,138 @@ def potts_per_iteration(device, parametrization, max_iter, n_heads=8):
 # -- main ------------------------------------------------------------------------------
 
 
-def run_cpu(sizes, quick):
-    report = {"device": "cpu", "machine": machine_info(), "quick": quick}
-    matmul32 = matmul_rate("cpu", np.float32, 4096)
-    matmul64 = matmul_rate("cpu", np.float64, 4096)
-    report["float32_matmul_flops_per_second"] = matmul32
-    report["float64_matmul_flops_per_second"] = matmul64
+class _Report(dict):
+    """The JSON report, written again after every stage: a stage that fails (or
+    a time limit that ends the run) loses only itself, and its traceback is
+    recorded under ``errors``."""
+
+    def __init__(self, output, **fields):
+        super().__init__(fields)
+        self.output = output
+        self.save()
+
+    def stage(self, name, func):
+        print(f"[bench_gpu] {name} ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        try:
+            self[name] = func()
+        except Exception:  # noqa: BLE001 - recorded, and the next stage runs
+            self.setdefault("errors", {})[name] = traceback.format_exc()
+            print(self["errors"][name], file=sys.stderr, flush=True)
+        print(
+            f"[bench_gpu] {name} done in {time.perf_counter() - start:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.save()
+        return self.get(name)
+
+    def save(self):
+        if self.output is not None:
+            self.output.parent.mkdir(parents=True, exist_ok=True)
+            self.output.write_text(json.dumps(self, indent=2, default=float) + "\n")
+
+
+def run_cpu(sizes, quick, output):
+    report = _Report(output, device="cpu", machine=machine_info(), quick=quick)
+    report["sizes"] = sizes
+    matmul32 = report.stage(
+        "float32_matmul_flops_per_second", lambda: matmul_rate("cpu", np.float32, 4096)
+    )
+    matmul64 = report.stage(
+        "float64_matmul_flops_per_second", lambda: matmul_rate("cpu", np.float64, 4096)
+    )
+    report.stage("mha", lambda: mha_per_iteration("cpu", **sizes["mha"]))
+    report.stage(
+        "potts",
+        lambda: [
+            potts_per_iteration("cpu", p, sizes["potts_max_iter"])
+            for p in ("full", "factored")
+        ],
+    )
     rfa = sizes["rfa"]
     size = 2048 if quick else 8192
-    rates = rfa_cpu_rates(rfa["n_keys"], rfa["d"], rfa["heads"], size, 1024, size)
-    report["rfa_cpu_rates"] = rates
+    rates = report.stage(
+        "rfa_cpu_rates",
+        lambda: rfa_cpu_rates(rfa["n_keys"], rfa["d"], rfa["heads"], size, 1024, size),
+    )
     target = _rfa_sizes(**rfa)
-    estimate = rfa_cpu_estimate(rates, target, matmul32, matmul64)
-    report["rfa_estimate"] = {**target, **estimate}
-    # The model against a complete fit that fits in this machine's memory.
-    check = rfa_fit("cpu", **sizes["rfa_check"])
-    predicted = rfa_cpu_estimate(rates, check)
-    check["predicted_seconds"] = predicted["seconds"]
-    check["prediction_error"] = predicted["seconds"] / check["seconds"] - 1.0
-    report["rfa_model_check"] = check
-    report["mha"] = mha_per_iteration("cpu", **sizes["mha"])
-    report["potts"] = [
-        potts_per_iteration("cpu", p, sizes["potts_max_iter"])
-        for p in ("full", "factored")
-    ]
+    report.stage(
+        "rfa_estimate",
+        lambda: {**target, **rfa_cpu_estimate(rates, target, matmul32, matmul64)},
+    )
+
+    def model_check():
+        # The model against a complete fit that fits in this machine's memory.
+        check = rfa_fit("cpu", **sizes["rfa_check"])
+        predicted = rfa_cpu_estimate(rates, check)
+        check["predicted_seconds"] = predicted["seconds"]
+        check["prediction_error"] = predicted["seconds"] / check["seconds"] - 1.0
+        return check
+
+    report.stage("rfa_model_check", model_check)
     return report
 
 
-def run_cuda(sizes, quick, cpu_reference):  # pragma: no cover - needs a GPU
-    report = {"device": "cuda", "machine": machine_info(), "gpu": gpu_info()}
-    report["quick"] = quick
+def run_cuda(sizes, quick, cpu_reference, output):  # pragma: no cover - needs a GPU
+    report = _Report(output, device="cuda", machine=machine_info(), quick=quick)
+    report["sizes"] = sizes
     clock = _Clock("cuda")
-    rate32 = matmul_rate("cuda", np.float32, 4096 if quick else 8192)
-    report["float32_matmul_flops_per_second"] = rate32
-    report["float64_matmul_flops_per_second"] = matmul_rate(
-        "cuda", np.float64, 4096 if quick else 8192
+    report.stage("gpu", gpu_info)
+    size = 4096 if quick else 8192
+    rate32 = report.stage(
+        "float32_matmul_flops_per_second", lambda: matmul_rate("cuda", np.float32, size)
     )
-    fit = rfa_fit("cuda", **sizes["rfa"])
+    report.stage(
+        "float64_matmul_flops_per_second", lambda: matmul_rate("cuda", np.float64, size)
+    )
+    # The cheaper stages first: the large fit is the one most likely to fail.
+    report.stage("mha", lambda: mha_per_iteration("cuda", **sizes["mha"]))
     clock.release()
-    useful = fit["gram_flops"] + fit["feature_flops"]
-    fit["useful_flops_per_second"] = useful / fit["seconds"]
-    fit["fraction_of_float32_matmul_rate"] = fit["useful_flops_per_second"] / rate32
-    report["rfa"] = fit
-    report["mha"] = mha_per_iteration("cuda", **sizes["mha"])
+    report.stage(
+        "potts",
+        lambda: [
+            potts_per_iteration("cuda", p, sizes["potts_max_iter"])
+            for p in ("full", "factored")
+        ],
+    )
     clock.release()
-    report["potts"] = [
-        potts_per_iteration("cuda", p, sizes["potts_max_iter"])
-        for p in ("full", "factored")
-    ]
+
+    def fit():
+        result = rfa_fit("cuda", **sizes["rfa"])
+        useful = result["gram_flops"] + result["feature_flops"]
+        result["useful_flops_per_second"] = useful / result["seconds"]
+        result["fraction_of_float32_matmul_rate"] = (
+            result["useful_flops_per_second"] / rate32 if rate32 else None
+        )
+        return result
+
+    report.stage("rfa", fit)
     clock.release()
     if cpu_reference is not None:
-        report["cpu_reference"] = str(cpu_reference["_path"])
-        cpu_seconds = cpu_reference["rfa_estimate"]["seconds"]
-        report["rfa_speedup_vs_cpu_estimate"] = cpu_seconds / fit["seconds"]
-        report["rfa_speedup_vs_cpu_lower_bound"] = (
-            cpu_reference["rfa_estimate"]["lower_bound_seconds"] / fit["seconds"]
-        )
-        report["mha_speedup_per_iteration"] = (
-            cpu_reference["mha"]["seconds_per_iteration"]
-            / report["mha"]["seconds_per_iteration"]
-        )
-        report["potts_speedup_per_iteration"] = {
-            gpu["parametrization"]: cpu["seconds_per_iteration"]
-            / gpu["seconds_per_iteration"]
-            for cpu, gpu in zip(cpu_reference["potts"], report["potts"], strict=True)
-        }
+        report.stage("speedups", lambda: _speedups(report, cpu_reference))
     return report
+
+
+def _speedups(report, cpu):  # pragma: no cover - needs a GPU
+    out = {"cpu_reference": str(cpu["_path"])}
+    if "rfa" in report:
+        seconds = report["rfa"]["seconds"]
+        out["rfa_vs_cpu_estimate"] = cpu["rfa_estimate"]["seconds"] / seconds
+        out["rfa_vs_cpu_lower_bound"] = (
+            cpu["rfa_estimate"]["lower_bound_seconds"] / seconds
+        )
+    if "mha" in report:
+        out["mha_per_iteration"] = (
+            cpu["mha"]["seconds_per_iteration"] / report["mha"]["seconds_per_iteration"]
+        )
+    if "potts" in report:
+        out["potts_per_iteration"] = {
+            gpu["parametrization"]: c["seconds_per_iteration"]
+            / gpu["seconds_per_iteration"]
+            for c, gpu in zip(cpu["potts"], report["potts"], strict=True)
+        }
+    return out
 
 
 def main(argv=None):
@@ -402,8 +469,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     if args.device == "cpu":
-        report = run_cpu(sizes, args.quick)
-        default = CPU_REFERENCE if not args.quick else None
+        output = args.output or (None if args.quick else CPU_REFERENCE)
+        report = run_cpu(sizes, args.quick, output)
     else:
         reference = None
         if args.cpu_reference.exists():
@@ -411,16 +478,10 @@ def main(argv=None):
             reference["_path"] = args.cpu_reference
             if reference.get("quick") != args.quick:
                 reference = None  # sizes differ: no ratio
-        report = run_cuda(sizes, args.quick, reference)
-        default = None
-    report["sizes"] = sizes
-    text = json.dumps(report, indent=2, default=float)
-    output = args.output or default
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text + "\n")
-    print(text)
+        report = run_cuda(sizes, args.quick, reference, args.output)
+    print(json.dumps(report, indent=2, default=float))
+    return 1 if "errors" in report else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,8 +3,8 @@
 This is the only module that knows about CuPy. Estimators ask it for a
 :class:`Device` (the array module ``xp`` plus where results go back to), move
 arrays with :func:`to_device` / :func:`to_host`, and call the few linear-algebra
-routines that differ between the two libraries through :func:`eigh` and
-:func:`cholesky_solve`.
+routines that differ between the two libraries through :func:`eigh`,
+:class:`CholeskyFactor` and :class:`LowerGram`.
 
 Device rules (the ``device`` parameter of every estimator):
 
@@ -34,7 +34,7 @@ __all__ = [
     "to_host",
     "is_device_array",
     "eigh",
-    "cholesky_solve",
+    "CholeskyFactor",
     "LowerGram",
     "to_output",
     "free_device_memory",
@@ -312,28 +312,69 @@ def eigh(matrix, device: Device):
         return device.xp.linalg.eigh(matrix)
 
 
-def cholesky_solve(matrix, rhs, device: Device):
-    """Solve ``matrix @ x = rhs`` for symmetric positive definite ``matrix``.
+class CholeskyFactor:
+    """Cholesky factor of a symmetric positive definite matrix: factorise once,
+    :meth:`solve` for as many right-hand sides as needed (iterative refinement
+    solves several times with one factor).
 
-    On the CPU ``matrix`` is overwritten (CuPy factorises a copy). Raises
-    ``numpy.linalg.LinAlgError`` when the matrix is not numerically positive
-    definite, on either device.
+    On the CPU the factor overwrites the matrix's lower triangle; CuPy
+    factorises a copy. If the matrix is not numerically positive definite this
+    raises ``numpy.linalg.LinAlgError`` on either device and leaves the matrix
+    as it was (on the CPU its lower triangle is restored from the untouched
+    upper one, and its diagonal from a copy).
+
+    Parameters
+    ----------
+    matrix : array of shape (n, n)
+        float64, Fortran-ordered on the CPU, both triangles filled.
+    device : Device
     """
-    if device.kind == "cpu":
-        factor = scipy.linalg.cho_factor(
-            matrix, lower=True, overwrite_a=True, check_finite=False
-        )
-        return scipy.linalg.cho_solve(factor, rhs, check_finite=False)
-    import cupyx.scipy.linalg
 
-    xp = device.xp
-    with _raise_on_solver_failure():
-        lower = xp.linalg.cholesky(matrix)
-    # Belt and braces: a NaN in the matrix can pass the pivot checks.
-    if not bool(xp.isfinite(lower).all()):
-        raise np.linalg.LinAlgError("matrix is not positive definite")
-    tmp = cupyx.scipy.linalg.solve_triangular(lower, rhs, lower=True)
-    return cupyx.scipy.linalg.solve_triangular(lower.T, tmp, lower=False)
+    def __init__(self, matrix, device: Device):
+        self.device = device
+        if device.kind == "cpu":
+            diagonal = matrix.diagonal().copy()
+            try:
+                self._factor = scipy.linalg.cho_factor(
+                    matrix, lower=True, overwrite_a=True, check_finite=False
+                )
+            except np.linalg.LinAlgError:
+                # LAPACK overwrote the lower triangle and the diagonal.
+                _mirror_upper(matrix, np)
+                np.fill_diagonal(matrix, diagonal)
+                raise
+            return
+        xp = device.xp
+        with _raise_on_solver_failure():
+            lower = xp.linalg.cholesky(matrix)
+        # A NaN in the matrix can pass cuSOLVER's pivot checks; every row's
+        # NaN reaches its diagonal entry, so the diagonal is enough to check.
+        if not bool(xp.isfinite(lower.diagonal()).all()):
+            raise np.linalg.LinAlgError("matrix is not positive definite")
+        # Keep U = L^T: CuPy returns L in C order, so L^T is Fortran-ordered and
+        # the triangular solves below use it without a copy.
+        self._upper = lower.T
+
+    def solve(self, rhs):
+        """``matrix^-1 @ rhs``."""
+        if self.device.kind == "cpu":
+            return scipy.linalg.cho_solve(self._factor, rhs, check_finite=False)
+        import cupyx.scipy.linalg
+
+        solve_triangular = cupyx.scipy.linalg.solve_triangular
+        # L y = rhs is U^T y = rhs; then U x = y.
+        tmp = solve_triangular(self._upper, rhs, trans="T", lower=False)
+        return solve_triangular(self._upper, tmp, lower=False)
+
+
+def _mirror_upper(matrix, xp, block=1024):
+    """Copy the upper triangle onto the lower one, in place and blockwise."""
+    n = matrix.shape[0]
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        matrix[stop:, start:stop] = matrix[start:stop, stop:].T
+        tile = matrix[start:stop, start:stop]
+        tile[...] = xp.triu(tile) + xp.triu(tile, 1).T
 
 
 class DeviceCacheMixin:
@@ -378,8 +419,8 @@ class LowerGram:
     ``G`` is always float64. Float32 blocks are multiplied in float32, the fast
     path that carries nearly all the flops, into a float32 scratch matrix that
     is then added to ``G``: the rounding error of ``G`` is that of one block's
-    float32 product, not of the whole sum, and everything after (factorisation,
-    solve) runs in float64.
+    float32 product, not of the whole sum. (The ridge solver then refines its
+    solution against the exact float64 operator, see ``_ridge.py``.)
 
     Parameters
     ----------
@@ -409,36 +450,18 @@ class LowerGram:
             from scipy.linalg.blas import dsyrk, ssyrk
 
             syrk = ssyrk if single else dsyrk
-            syrk(1.0, a, beta=beta, c=target, trans=trans, lower=1, overwrite_c=1)
+            result = syrk(
+                1.0, a, beta=beta, c=target, trans=trans, lower=1, overwrite_c=1
+            )
         else:
-            _cublas().syrk("T" if trans else "N", a, out=target, beta=beta, lower=True)
+            trans = "T" if trans else "N"
+            result = _cublas().syrk(trans, a, out=target, beta=beta, lower=True)
+        if result is not target:  # a silent copy would lose the update
+            raise RuntimeError("syrk did not update the Gram matrix in place")
         if single:
             # The scratch's upper triangle is never written: it stays zero.
             self.matrix += self._scratch
         self._upper_valid = False
-
-    def matvec(self, vector):
-        """``G @ vector``."""
-        if self.device.kind == "cpu":
-            from scipy.linalg.blas import dsymv
-
-            return dsymv(1.0, self.matrix, vector, lower=1)
-        return self.symmetric() @ vector
-
-    def rank2_update(self, alpha, u, v) -> None:
-        """``G += alpha (u v^T + v u^T)`` in place (BLAS ``syr2`` on the CPU)."""
-        if self.device.kind == "cpu":
-            from scipy.linalg.blas import dsyr2
-
-            dsyr2(alpha, u, v, a=self.matrix, lower=1, overwrite_a=1)
-            self._upper_valid = False
-            return
-        matrix = self.symmetric()
-        # In row blocks: no (size, size) temporary.
-        for rows in _row_slices(matrix.shape[0], 4096):
-            matrix[rows] += alpha * (
-                u[rows, None] * v[None, :] + v[rows, None] * u[None, :]
-            )
 
     def symmetric(self):
         """``G`` with both triangles filled (in place, blockwise); frees the scratch."""
@@ -447,10 +470,6 @@ class LowerGram:
             _symmetrize_lower(self.matrix, self.device.xp)
             self._upper_valid = True
         return self.matrix
-
-
-def _row_slices(n, size):
-    return [slice(start, min(start + size, n)) for start in range(0, n, size)]
 
 
 def _symmetrize_lower(matrix, xp, block=1024):

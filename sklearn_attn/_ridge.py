@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import Device, LowerGram, cholesky_solve, eigh, to_host
+from ._backend import CholeskyFactor, Device, LowerGram, eigh, to_host
 
 __all__ = ["FeatureBlocks", "ExplicitFeatures", "RidgeSolution", "fit_ridge"]
 
@@ -98,6 +98,12 @@ class RidgeSolution:
         Weighted leave-one-out mean squared error for each alpha and target,
         computed when more than one alpha is given.
     mode : {"primal", "dual"}
+    refinement_steps : int or None
+        ``None`` when the decomposed matrix came from float64 products (float64
+        features, ``alpha = 0``, or a float32 problem too ill-conditioned to
+        refine, which is redone in float64); otherwise the steps of iterative
+        refinement that took the float32-accumulated solution to float64
+        accuracy.
     """
 
     coef: np.ndarray
@@ -105,6 +111,7 @@ class RidgeSolution:
     alpha_index: int
     loo_mse: np.ndarray | None
     mode: str
+    refinement_steps: int | None = None
 
 
 def fit_ridge(
@@ -148,7 +155,7 @@ def fit_ridge(
     # Targets in the weighted, centred problem: sqrt(w) * (y - y_mean).
     y_scaled = sqrt_w[:, None] * xp.asarray(y - y_mean)
     solver = _solve_dual if mode == "dual" else _solve_primal
-    coef, feature_mean, alpha_index, loo_mse = solver(
+    coef, feature_mean, alpha_index, loo_mse, steps = solver(
         features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept, scale_rows
     )
     coef = to_host(coef)
@@ -159,67 +166,148 @@ def fit_ridge(
         alpha_index,
         None if loo_mse is None else to_host(loo_mse),
         mode,
+        steps,
     )
+
+
+# -- shared: iterative refinement -----------------------------------------------------
+
+# With float32 features the decomposed matrix is accumulated from float32
+# products (fast, and the bulk of the flops) and is accurate to about 1e-7
+# relative; the solution is then refined against the exact float64 operator,
+# applied by streaming over the features (a cheap pass: two matrix-vector
+# products per block). Each step shrinks the error by about cond * 1e-7; when
+# that is not below one (an ill-conditioned problem, e.g. features with a huge
+# mean and a tiny alpha), refinement cannot converge and the matrix is
+# accumulated again from float64 products.
+_REFINEMENT_STEPS = 6
+_REFINEMENT_TOL = 1e-10
+
+
+def _refine(x, rhs, solve, apply_operator):
+    """Iterative refinement of ``A x = rhs``: ``x += solve(rhs - A x)``.
+
+    ``solve`` applies the inverse of an approximation of ``A``; ``apply_operator``
+    applies ``A`` itself in float64. Returns ``(x, steps, converged)``: it has
+    converged when a correction falls below ``_REFINEMENT_TOL`` relative to
+    ``x``, and gives up when corrections stop shrinking.
+    """
+    previous = np.inf
+    for step in range(1, _REFINEMENT_STEPS + 1):
+        correction = solve(rhs - apply_operator(x))
+        size = float(abs(correction).max())
+        if not size < previous:
+            return x, step - 1, False
+        x = x + correction
+        previous = size
+        if size <= _REFINEMENT_TOL * float(abs(x).max()):
+            return x, step, True
+    return x, _REFINEMENT_STEPS, False
 
 
 # -- dual: Gram matrix over samples ------------------------------------------------
 
 
-def _dual_gram(features, sqrt_w, weight_sum, fit_intercept, scale_rows):
-    """``P D Phi Phi^T D P``: the weighted Gram matrix, centred if needed."""
-    n = features.n_samples
-    gram = LowerGram(n, features.device)
-    all_rows = slice(0, n)
-    for cols in features.column_blocks():
-        block = features.compute(all_rows, cols)
-        if scale_rows:
-            block *= sqrt_w[:, None].astype(block.dtype)
-        gram.add(block)
+def _dual_block(features, cols, sqrt_w, weight_sum, fit_intercept, scale_rows):
+    """``D P Phi[:, cols]`` in float64, and the dtype the features came in.
+
+    Centring a block of columns by their own weighted means is exact
+    (``P D Phi = D (Phi - 1 mean^T)``) and happens before the block's product,
+    so float32 products see centred features: their rounding is relative to
+    the centred values, however large the features' means.
+    """
+    block = features.compute(slice(0, features.n_samples), cols)
+    dtype = block.dtype
+    block = block.astype(np.float64, copy=False)
     if fit_intercept:
-        # Centring the features is the projection P = I - s s^T / sum(w) on both
-        # sides (s = sqrt(w)): a symmetric rank-2 update, O(n^2), no pass over Phi.
-        # P K P = K - (v s^T + s v^T) / sum(w) with v = K s - (s^T K s) s / (2 sum(w)).
-        gram_s = gram.matvec(sqrt_w)
-        v = gram_s - (sqrt_w @ gram_s) / (2.0 * weight_sum) * sqrt_w
-        gram.rank2_update(-1.0 / weight_sum, v, sqrt_w)
-    return gram.symmetric()
+        block -= ((sqrt_w * sqrt_w) @ block / weight_sum)[None, :]
+    if scale_rows:
+        block *= sqrt_w[:, None]
+    return block, dtype
+
+
+def _dual_gram(features, exact, *problem):
+    """``P D Phi Phi^T D P`` (both triangles), and whether float32 products made it.
+
+    Float32 features are multiplied in float32 unless ``exact``.
+    """
+    gram = LowerGram(features.n_samples, features.device)
+    single = False
+    for cols in features.column_blocks():
+        block, dtype = _dual_block(features, cols, *problem)
+        single |= dtype == np.float32 and not exact
+        gram.add(block if exact else block.astype(dtype, copy=False))
+    return gram.symmetric(), single
+
+
+def _dual_operator(features, alpha, *problem):
+    """``a -> (P D Phi Phi^T D P + alpha I) a`` in float64, streamed over blocks."""
+
+    def apply(a):
+        out = alpha * a
+        for cols in features.column_blocks():
+            block, _ = _dual_block(features, cols, *problem)
+            out += block @ (block.T @ a)
+        return out
+
+    return apply
 
 
 def _solve_dual(
-    features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept, scale_rows
+    features,
+    y_scaled,
+    sqrt_w,
+    weight_sum,
+    alphas,
+    fit_intercept,
+    scale_rows,
+    exact=False,
 ):
     device = features.device
     xp = device.xp
     n = features.n_samples
-    gram = _dual_gram(features, sqrt_w, weight_sum, fit_intercept, scale_rows)
+    problem = (sqrt_w, weight_sum, fit_intercept, scale_rows)
+    # A minimum-norm fit (alpha = 0) cannot be refined: exact products.
+    exact = exact or (alphas.size == 1 and alphas[0] == 0)
+    gram, single = _dual_gram(features, exact, *problem)
     loo_mse = None
     alpha_index = 0
-    dual_coef = None
+    solve = dual_coef = None
     if alphas.size == 1 and alphas[0] > 0:
         diagonal = xp.arange(n)
+        gram_diagonal = gram[diagonal, diagonal]  # a copy (advanced indexing)
         gram[diagonal, diagonal] += alphas[0]
         try:
-            dual_coef = cholesky_solve(gram, y_scaled, device)
+            solve = CholeskyFactor(gram, device).solve
         except np.linalg.LinAlgError:
-            # Ill-conditioned for this alpha: rebuild and use the eigen route.
-            gram = _dual_gram(features, sqrt_w, weight_sum, fit_intercept, scale_rows)
-    if dual_coef is None:
+            # Not numerically positive definite: the eigen route below (the
+            # failed factorisation left the matrix as it was).
+            gram[diagonal, diagonal] = gram_diagonal
+        else:
+            del gram  # the factor holds what the solves need
+    if solve is None:
         evals, evecs = eigh(gram, device)
         del gram
-        evals_y = evecs.T @ y_scaled
         if alphas.size == 1:
-            dual_coef = evecs @ (_inverse_spectrum(evals, alphas[0])[:, None] * evals_y)
+            inverse = _inverse_spectrum(evals, alphas[0])
         else:
-            inv = xp.stack([_inverse_spectrum(evals, a) for a in alphas], axis=1)
+            inverse_all = xp.stack(
+                [_inverse_spectrum(evals, a) for a in alphas], axis=1
+            )
             n_targets = y_scaled.shape[1]
+            evals_y = evecs.T @ y_scaled
             # All alphas at once: (n, n_alphas * n_targets) in one product.
-            coefs = evecs @ (inv[:, :, None] * evals_y[:, None, :]).reshape(n, -1)
+            coefs = evecs @ (inverse_all[:, :, None] * evals_y[:, None, :]).reshape(
+                n, -1
+            )
             coefs = coefs.reshape(n, alphas.size, n_targets)
-            evecs **= 2
+            # Squared eigenvectors, in place unless refinement needs evecs.
+            squared = xp.multiply(evecs, evecs, out=None if single else evecs)
             # Diagonal of P (K + alpha I)^-1 P: centring maps sqrt(w) to an
             # eigenvector of eigenvalue alpha, whose share w_i / (alpha sum(w))
             # is removed. Then 1 - leverage_i = alpha * inv_diag_i.
-            inv_diag = evecs @ inv
+            inv_diag = squared @ inverse_all
+            del squared
             if fit_intercept:
                 inv_diag -= (sqrt_w**2)[:, None] / (
                     weight_sum * xp.asarray(alphas)[None, :]
@@ -227,7 +315,30 @@ def _solve_dual(
             loo_mse = ((coefs / inv_diag[:, :, None]) ** 2).sum(axis=0) / weight_sum
             alpha_index = int(xp.argmin(loo_mse.mean(axis=1)))
             dual_coef = coefs[:, alpha_index, :]
-        del evecs
+            inverse = inverse_all[:, alpha_index]
+
+        def solve(r):
+            return evecs @ (inverse[:, None] * (evecs.T @ r))
+
+    if dual_coef is None:
+        dual_coef = solve(y_scaled)
+    alpha = alphas[alpha_index]
+    steps = None
+    if single:
+        operator = _dual_operator(features, alpha, *problem)
+        dual_coef, steps, converged = _refine(dual_coef, y_scaled, solve, operator)
+        if not converged:
+            del solve, operator
+            return _solve_dual(
+                features,
+                y_scaled,
+                sqrt_w,
+                weight_sum,
+                alphas,
+                fit_intercept,
+                scale_rows,
+                exact=True,
+            )
     # Back to feature space: coef = Phi^T D P a, and the weighted feature mean.
     if fit_intercept:
         dual_coef = (
@@ -238,10 +349,11 @@ def _solve_dual(
         rhs = xp.concatenate([rhs, (sqrt_w**2 / weight_sum)[:, None]], axis=1)
     out = xp.empty((features.n_features, rhs.shape[1]))
     for cols in features.column_blocks():
-        out[cols] = features.compute(slice(0, n), cols).T @ rhs
+        block = features.compute(slice(0, n), cols).astype(np.float64, copy=False)
+        out[cols] = block.T @ rhs
     if fit_intercept:
-        return out[:, :-1], out[:, -1], alpha_index, loo_mse
-    return out, None, alpha_index, loo_mse
+        return out[:, :-1], out[:, -1], alpha_index, loo_mse, steps
+    return out, None, alpha_index, loo_mse, steps
 
 
 def _inverse_spectrum(evals, alpha):
@@ -259,68 +371,166 @@ def _inverse_spectrum(evals, alpha):
 # -- primal: covariance over features ---------------------------------------------
 
 
+def _primal_block(features, rows, sqrt_w, scale_rows, center):
+    """``D (Phi[rows] - center)`` in float64 (``center`` may be None), and the
+    dtype the features came in."""
+    block = features.compute(rows, slice(0, features.n_features))
+    dtype = block.dtype
+    block = block.astype(np.float64, copy=False)
+    if center is not None:
+        block -= center[None, :]
+    if scale_rows:
+        block *= sqrt_w[rows, None]
+    return block, dtype
+
+
+def _primal_operator(features, alpha, sqrt_w, scale_rows, center):
+    """``c -> (Phi_c^T D^2 Phi_c + alpha I) c`` in float64, streamed over blocks."""
+
+    def apply(c):
+        out = alpha * c
+        for rows in features.row_blocks():
+            block, _ = _primal_block(features, rows, sqrt_w, scale_rows, center)
+            out += block.T @ (block @ c)
+        return out
+
+    return apply
+
+
 def _solve_primal(
-    features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept, scale_rows
+    features,
+    y_scaled,
+    sqrt_w,
+    weight_sum,
+    alphas,
+    fit_intercept,
+    scale_rows,
+    exact=False,
 ):
     device = features.device
     xp = device.xp
     p = features.n_features
-    all_cols = slice(0, p)
     cov = LowerGram(p, device)
-    # Phi^T [w, D y_scaled]: feature sums and the right-hand side in one product.
+    # (D B)^T [sqrt(w), y_scaled] = B^T [w, D y_scaled] for B = Phi - shift: the
+    # weighted feature sums and the right-hand side in one product.
     cross = xp.zeros((p, 1 + y_scaled.shape[1]))
-    rhs_cols = xp.concatenate(
-        [(sqrt_w**2)[:, None], sqrt_w[:, None] * y_scaled], axis=1
-    )
+    rhs_cols = xp.concatenate([sqrt_w[:, None], y_scaled], axis=1)
+    shift = None
+    single = False
+    # A minimum-norm fit (alpha = 0) cannot be refined: exact products.
+    exact = exact or (alphas.size == 1 and alphas[0] == 0)
     for rows in features.row_blocks():
-        block = features.compute(rows, all_cols)
-        cross += block.T @ rhs_cols[rows].astype(block.dtype)
-        if scale_rows:
-            block *= sqrt_w[rows, None].astype(block.dtype)
-        cov.add(block.T)
+        block, dtype = _primal_block(features, rows, sqrt_w, scale_rows, shift)
+        single |= dtype == np.float32 and not exact
+        if fit_intercept and shift is None:
+            # A pilot mean from the first block, subtracted from every block:
+            # the products then see features of about zero mean, so float32
+            # rounding is relative to their spread, not to their mean.
+            s_rows = sqrt_w[rows]
+            total = float(s_rows @ s_rows)
+            shift = s_rows @ block / total if total > 0 else block.mean(axis=0)
+            block -= s_rows[:, None] * shift[None, :]
+        cross += block.T @ rhs_cols[rows]
+        cov.add(block.T if exact else block.T.astype(dtype, copy=False))
     cov = cov.symmetric()
-    feature_mean = cross[:, 0] / weight_sum
+    offset = cross[:, 0] / weight_sum  # weighted mean minus shift
+    feature_mean = offset if shift is None else shift + offset
     rhs = cross[:, 1:]
     if fit_intercept:
-        # Centre in place, in row blocks: no (p, p) temporary.
+        # sum w (Phi - mean)(Phi - mean)^T = sum w B B^T - W offset offset^T,
+        # in row blocks of the matrix: no (p, p) temporary. (A product of two
+        # factors, s_i s_j, keeps the matrix exactly symmetric.)
+        scaled = np.sqrt(weight_sum) * offset
         for block_rows in _slices(p, 1024):
-            cov[block_rows] -= (
-                weight_sum * feature_mean[block_rows, None] * feature_mean
-            )
+            cov[block_rows] -= scaled[block_rows, None] * scaled
+    center = feature_mean if fit_intercept else None
 
     loo_mse = None
     alpha_index = 0
+    solve = None
     if alphas.size == 1 and alphas[0] > 0:
         diagonal = xp.arange(p)
-        cov_diag = cov[diagonal, diagonal]  # a copy (advanced indexing)
+        cov_diagonal = cov[diagonal, diagonal]  # a copy (advanced indexing)
         cov[diagonal, diagonal] += alphas[0]
         try:
-            return (cholesky_solve(cov, rhs, device), feature_mean, 0, None)
+            solve = CholeskyFactor(cov, device).solve
         except np.linalg.LinAlgError:
-            cov[diagonal, diagonal] = cov_diag
-    evals, evecs = eigh(cov, device)
-    evals_rhs = evecs.T @ rhs
-    if alphas.size == 1:
-        coef = evecs @ (_inverse_spectrum(evals, alphas[0])[:, None] * evals_rhs)
-        return coef, feature_mean, 0, None
-    inv = xp.stack([_inverse_spectrum(evals, a) for a in alphas], axis=1)
+            cov[diagonal, diagonal] = cov_diagonal
+        else:
+            del cov  # the factor holds what the solves need
+    if solve is None:
+        evals, evecs = eigh(cov, device)
+        del cov
+        if alphas.size == 1:
+            inverse = _inverse_spectrum(evals, alphas[0])
+        else:
+            inverse_all = xp.stack(
+                [_inverse_spectrum(evals, a) for a in alphas], axis=1
+            )
+            loo_mse = _primal_loo(
+                features,
+                y_scaled,
+                sqrt_w,
+                weight_sum,
+                alphas,
+                scale_rows,
+                center,
+                evecs,
+                inverse_all,
+                evecs.T @ rhs,
+            )
+            alpha_index = int(xp.argmin(loo_mse.mean(axis=1)))
+            inverse = inverse_all[:, alpha_index]
+
+        def solve(r):
+            return evecs @ (inverse[:, None] * (evecs.T @ r))
+
+    coef = solve(rhs)
+    alpha = alphas[alpha_index]
+    steps = None
+    if single:
+        operator = _primal_operator(features, alpha, sqrt_w, scale_rows, center)
+        coef, steps, converged = _refine(coef, rhs, solve, operator)
+        if not converged:
+            del solve, operator
+            return _solve_primal(
+                features,
+                y_scaled,
+                sqrt_w,
+                weight_sum,
+                alphas,
+                fit_intercept,
+                scale_rows,
+                exact=True,
+            )
+    return coef, feature_mean, alpha_index, loo_mse, steps
+
+
+def _primal_loo(
+    features,
+    y_scaled,
+    sqrt_w,
+    weight_sum,
+    alphas,
+    scale_rows,
+    center,
+    evecs,
+    inverse_all,
+    evals_rhs,
+):
+    """Weighted leave-one-out mean squared error of every alpha and target."""
+    xp = features.device.xp
+    p = features.n_features
     n_targets = y_scaled.shape[1]
-    coefs_rotated = (inv[:, :, None] * evals_rhs[:, None, :]).reshape(p, -1)
+    coefs_rotated = (inverse_all[:, :, None] * evals_rhs[:, None, :]).reshape(p, -1)
     sq_err = xp.zeros((alphas.size, n_targets))
-    hat_offset = sqrt_w**2 / weight_sum if fit_intercept else xp.zeros_like(sqrt_w)
+    hat_offset = sqrt_w**2 / weight_sum if center is not None else xp.zeros_like(sqrt_w)
     for rows in features.row_blocks():
-        block = features.compute(rows, all_cols)
-        if fit_intercept:
-            block -= feature_mean[None, :]
-        if scale_rows:
-            block *= sqrt_w[rows, None]
+        block, _ = _primal_block(features, rows, sqrt_w, scale_rows, center)
         rotated = block @ evecs
         fitted = (rotated @ coefs_rotated).reshape(-1, alphas.size, n_targets)
         rotated **= 2
-        leverage = rotated @ inv + hat_offset[rows, None]
+        leverage = rotated @ inverse_all + hat_offset[rows, None]
         residual = (y_scaled[rows, None, :] - fitted) / (1.0 - leverage)[:, :, None]
         sq_err += (residual**2).sum(axis=0)
-    loo_mse = sq_err / weight_sum
-    alpha_index = int(xp.argmin(loo_mse.mean(axis=1)))
-    coef = evecs @ coefs_rotated.reshape(p, alphas.size, n_targets)[:, alpha_index, :]
-    return coef, feature_mean, alpha_index, loo_mse
+    return sq_err / weight_sum

@@ -189,9 +189,12 @@ _FROM_HOST = {"asarray", "array", "asanyarray"}
 def _device_function(name, func):
     def call(*args, **kwargs):
         if name in _FROM_HOST:
+            source = args[0]
             args = tuple(a._data if isinstance(a, ndarray) else a for a in args)
             data = (np.array if name == "array" else func)(*args, **kwargs)
-            if isinstance(args[0], np.ndarray) and data is args[0]:
+            if isinstance(source, ndarray) and data is source._data:
+                return source  # like CuPy: asarray of a device array is itself
+            if data is args[0]:
                 data = data.copy()  # host to device is always a copy
             return ndarray(np.asarray(data))
         where = f"cupy.{name}"
@@ -274,6 +277,8 @@ def _solve_triangular(a, b, trans=0, lower=False, **kwargs):
 def _syrk(trans, a, out=None, alpha=1.0, beta=0.0, lower=False):
     # cupy.cublas.syrk: alpha * a @ a.T (trans="N") or a.T @ a (trans="T"),
     # written to one triangle of out; the other triangle is left as it was.
+    assert a.ndim == 2  # CuPy asserts these too
+    assert out is None or (out.dtype == a.dtype and out.ndim == 2)
     data = a._data
     product = alpha * (data @ data.T if trans in ("N", 0) else data.T @ data)
     triangle = np.tril if lower else np.triu

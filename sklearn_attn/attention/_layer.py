@@ -166,7 +166,8 @@ class _Heads:
         if max_sq_norm is None:
             max_sq_norm = token_norm_bound(X, xp)
         largest = float(xp.sqrt((theta * theta).sum(axis=(1, 2))).max())
-        bound = _UNSHIFTED_SCORE_BOUND[np.dtype(theta.dtype)]
+        # Other dtypes (float16, ...) get float32's bound: safe for float32 and up.
+        bound = _UNSHIFTED_SCORE_BOUND.get(np.dtype(theta.dtype), 40.0)
         self.shift = not max_sq_norm * largest <= bound  # NaN: shift
 
 
@@ -400,7 +401,8 @@ def solve_values(gram, rhs, n_samples, alpha):
     Minimises ``(1 / 2N) ||P W - Y||^2 + (alpha / 2) ||W||^2``, the loss of the
     layer restricted to the values. With ``alpha = 0`` it is the minimum-norm
     least-squares solution: eigenvalues below ``size * eps * largest`` are
-    treated as zero, as :func:`numpy.linalg.lstsq` treats singular values.
+    treated as zero, as :func:`numpy.linalg.lstsq` treats singular values,
+    with the ``eps`` of the Gram matrix's dtype (float32 data, float32 eps).
 
     Parameters
     ----------
@@ -413,12 +415,14 @@ def solve_values(gram, rhs, n_samples, alpha):
     -------
     values : ndarray of shape (m, d, d)
     """
+    # A float32 Gram matrix (float32 data) is accurate to float32's eps only.
+    eps = np.finfo(np.result_type(gram.dtype, np.float32)).eps
     gram = np.asarray(gram, dtype=np.float64)
     size, d = rhs.shape
     evals, evecs = np.linalg.eigh(gram)
     shifted = evals + n_samples * alpha
-    # eigh of P^T P loses relative accuracy below eps * largest eigenvalue.
-    keep = shifted > size * np.finfo(np.float64).eps * max(evals[-1], 0.0)
+    # P^T P is resolved only above eps * largest eigenvalue.
+    keep = shifted > size * eps * max(evals[-1], 0.0)
     inverse = np.zeros_like(shifted)
     inverse[keep] = 1.0 / shifted[keep]
     coef = evecs @ (inverse[:, None] * (evecs.T @ np.asarray(rhs, dtype=np.float64)))

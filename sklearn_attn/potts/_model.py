@@ -126,13 +126,15 @@ class FullCouplings:
         self.n_sites, self.n_states = n_sites, n_states
         upper_i, upper_j = np.triu_indices(n_sites, 1)
         self._pairs = (upper_i, upper_j)
-        self._pairs_on = {np: self._pairs}  # index arrays per array module
+        # Index arrays per array module, keyed by name (modules do not pickle).
+        self._pairs_on = {np.__name__: self._pairs}
         self.n_params = n_sites * n_states + len(upper_i) * n_states**2
 
     def _pairs_for(self, xp):
-        if xp not in self._pairs_on:
-            self._pairs_on[xp] = tuple(xp.asarray(index) for index in self._pairs)
-        return self._pairs_on[xp]
+        if xp.__name__ not in self._pairs_on:
+            pairs = tuple(xp.asarray(index) for index in self._pairs)
+            self._pairs_on[xp.__name__] = pairs
+        return self._pairs_on[xp.__name__]
 
     def split(self, theta):
         L, q = self.n_sites, self.n_states
