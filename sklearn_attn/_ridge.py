@@ -115,7 +115,14 @@ class RidgeSolution:
 
 
 def fit_ridge(
-    features, y, alphas, *, sample_weight=None, fit_intercept=True, mode="auto"
+    features,
+    y,
+    alphas,
+    *,
+    sample_weight=None,
+    fit_intercept=True,
+    mode="auto",
+    single_precision=None,
 ):
     """Weighted ridge regression with an unpenalised intercept.
 
@@ -132,6 +139,11 @@ def fit_ridge(
     fit_intercept : bool
     mode : {"auto", "primal", "dual"}
         ``"auto"`` picks the dual when ``n_samples <= n_features``.
+    single_precision : bool, default=None
+        Multiply float32 feature blocks in float32 and refine the solution in
+        float64 (True), or multiply them in float64 (False). ``None`` follows
+        the device (:attr:`Device.single_precision_products`). Float64 features
+        are always multiplied in float64.
 
     Returns
     -------
@@ -154,9 +166,18 @@ def fit_ridge(
     scale_rows = sample_weight is not None
     # Targets in the weighted, centred problem: sqrt(w) * (y - y_mean).
     y_scaled = sqrt_w[:, None] * xp.asarray(y - y_mean)
+    if single_precision is None:
+        single_precision = device.single_precision_products
     solver = _solve_dual if mode == "dual" else _solve_primal
     coef, feature_mean, alpha_index, loo_mse, steps = solver(
-        features, y_scaled, sqrt_w, weight_sum, alphas, fit_intercept, scale_rows
+        features,
+        y_scaled,
+        sqrt_w,
+        weight_sum,
+        alphas,
+        fit_intercept,
+        scale_rows,
+        exact=not single_precision,
     )
     coef = to_host(coef)
     intercept = y_mean - (to_host(feature_mean) @ coef if fit_intercept else 0.0)
@@ -208,46 +229,55 @@ def _refine(x, rhs, solve, apply_operator):
 # -- dual: Gram matrix over samples ------------------------------------------------
 
 
-def _dual_block(features, cols, sqrt_w, weight_sum, fit_intercept, scale_rows):
-    """``D P Phi[:, cols]`` in float64, and the dtype the features came in.
-
-    Centring a block of columns by their own weighted means is exact
-    (``P D Phi = D (Phi - 1 mean^T)``) and happens before the block's product,
-    so float32 products see centred features: their rounding is relative to
-    the centred values, however large the features' means.
-    """
-    block = features.compute(slice(0, features.n_samples), cols)
-    dtype = block.dtype
-    block = block.astype(np.float64, copy=False)
-    if fit_intercept:
-        block -= ((sqrt_w * sqrt_w) @ block / weight_sum)[None, :]
-    if scale_rows:
-        block *= sqrt_w[:, None]
-    return block, dtype
-
-
-def _dual_gram(features, exact, *problem):
+def _dual_gram(features, exact, sqrt_w, weight_sum, fit_intercept, scale_rows):
     """``P D Phi Phi^T D P`` (both triangles), and whether float32 products made it.
 
-    Float32 features are multiplied in float32 unless ``exact``.
+    Each block of columns is centred by its own weighted means before its
+    product (``P D Phi = D (Phi - 1 mean^T)``), so float32 products see centred
+    features: their rounding is relative to the centred values, however large
+    the features' means. Float32 blocks are centred and multiplied in float32
+    unless ``exact``; the refinement then applies the exact float64 operator.
     """
     gram = LowerGram(features.n_samples, features.device)
     single = False
+    weights = sqrt_w * sqrt_w
     for cols in features.column_blocks():
-        block, dtype = _dual_block(features, cols, *problem)
-        single |= dtype == np.float32 and not exact
-        gram.add(block if exact else block.astype(dtype, copy=False))
+        block = features.compute(slice(0, features.n_samples), cols)
+        if exact:
+            block = block.astype(np.float64, copy=False)
+        single |= block.dtype == np.float32
+        if fit_intercept:
+            mean = weights.astype(block.dtype) @ block / block.dtype.type(weight_sum)
+            block -= mean[None, :]
+        if scale_rows:
+            block *= sqrt_w[:, None].astype(block.dtype)
+        gram.add(block)
     return gram.symmetric(), single
 
 
-def _dual_operator(features, alpha, *problem):
-    """``a -> (P D Phi Phi^T D P + alpha I) a`` in float64, streamed over blocks."""
+def _dual_operator(features, alpha, sqrt_w, weight_sum, fit_intercept, scale_rows):
+    """``a -> (P D Phi Phi^T D P + alpha I) a`` in float64, streamed over blocks.
+
+    With ``B = D (Phi - 1 mean^T)``: ``B^T a = Phi^T (s a) - mean (s^T a)`` and
+    ``B c = s (Phi c - mean^T c)``, so a block needs one conversion to float64
+    and matrix-vector products, not centred and scaled copies.
+    """
+    weights = sqrt_w * sqrt_w
 
     def apply(a):
         out = alpha * a
+        sa = sqrt_w[:, None] * a
+        s_dot_a = sqrt_w @ a
         for cols in features.column_blocks():
-            block, _ = _dual_block(features, cols, *problem)
-            out += block @ (block.T @ a)
+            block = features.compute(slice(0, features.n_samples), cols)
+            block = block.astype(np.float64, copy=False)
+            projected = block.T @ sa  # Phi^T D a
+            if fit_intercept:
+                mean = weights @ block / weight_sum
+                projected -= mean[:, None] * s_dot_a[None, :]
+                out += sqrt_w[:, None] * (block @ projected - mean @ projected)
+            else:
+                out += sqrt_w[:, None] * (block @ projected)
         return out
 
     return apply

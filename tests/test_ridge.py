@@ -142,13 +142,23 @@ def _float32_case(offset, solver, weighted, transformer, make):
 @pytest.mark.parametrize("solver", ["dual", "primal"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("family", ["attention", "mlp"])
-def test_float32_fit_is_refined_to_float64_accuracy(offset, solver, weighted, family):
-    """float32 products, refined: the answer of a float64 solve on the same
-    float32 features. Inputs shifted by 5 give features with large means (the
-    products see centred features) and, for attention, condition numbers near
-    1e9. Measured errors are at most 4e-9 relative; the tolerance is 25x that.
+@pytest.mark.parametrize("single_precision", [False, True])
+def test_float32_fit_has_float64_accuracy(
+    monkeypatch, offset, solver, weighted, family, single_precision
+):
+    """float32 features give the answer of a float64 solve on those features,
+    whether multiplied in float64 (the CPU's default) or in float32 and refined
+    (a GPU's default, forced here). Inputs shifted by 5 give features with
+    large means (the products see centred features) and, for attention,
+    condition numbers near 1e9. Measured errors of the refined route are at
+    most 4e-9 relative; the tolerance is 25x that.
     """
     from sklearn_attn import RFMLP, RandomFeatureAttentionRegressor
+    from sklearn_attn._backend import Device
+
+    monkeypatch.setattr(
+        Device, "single_precision_products", property(lambda self: single_precision)
+    )
     from sklearn_attn.random_features import (
         AttentionRandomFeatures,
         MLPRandomFeatures,
@@ -189,7 +199,9 @@ def test_float32_refinement_steps_and_float64_fallback(mode):
             return np.array(self.features[rows, cols], dtype=np.float32)
 
     single = features.astype(np.float32).astype(np.float64)
-    fit32 = fit_ridge(Float32Blocks(single), y, [1.0], mode=mode)
+    on_cpu = fit_ridge(Float32Blocks(single), y, [1.0], mode=mode)
+    assert on_cpu.refinement_steps is None  # the CPU multiplies float32 in float64
+    fit32 = fit_ridge(Float32Blocks(single), y, [1.0], mode=mode, single_precision=True)
     assert 1 <= fit32.refinement_steps <= 3  # well conditioned: fast convergence
     reference = fit_ridge(ExplicitFeatures(single), y, [1.0], mode=mode)
     assert_allclose(fit32.coef, reference.coef, rtol=1e-10, atol=1e-12)
@@ -198,7 +210,9 @@ def test_float32_refinement_steps_and_float64_fallback(mode):
     # products, which is then exactly the float64 computation.
     low_rank = rng.standard_normal((n, 5)) @ rng.standard_normal((5, p))
     low_rank = low_rank.astype(np.float32).astype(np.float64)
-    fit_bad = fit_ridge(Float32Blocks(low_rank), y, [1e-10], mode=mode)
+    fit_bad = fit_ridge(
+        Float32Blocks(low_rank), y, [1e-10], mode=mode, single_precision=True
+    )
     assert fit_bad.refinement_steps is None
     reference = fit_ridge(ExplicitFeatures(low_rank), y, [1e-10], mode=mode)
     assert_allclose(fit_bad.coef, reference.coef, rtol=1e-12, atol=1e-14)
