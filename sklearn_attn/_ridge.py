@@ -17,6 +17,14 @@ As in scikit-learn's ``_ridge.py``, the work is split into *decompose once*
 leave-one-out error computed from the one eigendecomposition, as ``RidgeCV``
 does. The intercept is never penalised; sample weights enter as ``sqrt(w)``
 row scalings. ``alpha = 0`` gives the minimum-norm least-squares solution.
+Centring for the intercept happens on each block before its product, so the
+products see centred features.
+
+Float32 features are multiplied in float64 on the CPU. Where single-precision
+products pay (a GPU), they are multiplied in float32 into the float64 matrix,
+and the solution is then refined against the exact float64 operator (iterative
+refinement, streaming over the features); a problem too ill-conditioned for
+that to converge is redone with float64 products.
 
 Nothing here knows about scikit-learn; device specifics go through
 :mod:`sklearn_attn._backend`.
