@@ -177,7 +177,7 @@ def fit_ridge(
     if single_precision is None:
         single_precision = device.single_precision_products
     solver = _solve_dual if mode == "dual" else _solve_primal
-    coef, feature_mean, alpha_index, loo_mse, steps = solver(
+    problem = (
         features,
         y_scaled,
         sqrt_w,
@@ -185,8 +185,13 @@ def fit_ridge(
         alphas,
         fit_intercept,
         scale_rows,
-        exact=not single_precision,
     )
+    result = solver(*problem, exact=not single_precision)
+    if result is None:
+        # Refinement of the float32-accumulated solution did not converge (an
+        # ill-conditioned problem): accumulate again from float64 products.
+        result = solver(*problem, exact=True)
+    coef, feature_mean, alpha_index, loo_mse, steps = result
     coef = to_host(coef)
     intercept = y_mean - (to_host(feature_mean) @ coef if fit_intercept else 0.0)
     return RidgeSolution(
@@ -310,28 +315,12 @@ def _solve_dual(
     gram, single = _dual_gram(features, exact, *problem)
     loo_mse = None
     alpha_index = 0
-    solve = dual_coef = None
-    if alphas.size == 1 and alphas[0] > 0:
-        diagonal = xp.arange(n)
-        gram_diagonal = gram[diagonal, diagonal]  # a copy (advanced indexing)
-        gram[diagonal, diagonal] += alphas[0]
-        try:
-            solve = CholeskyFactor(gram, device).solve
-        except np.linalg.LinAlgError:
-            # Not numerically positive definite: the eigen route below (the
-            # failed factorisation left the matrix as it was).
-            gram[diagonal, diagonal] = gram_diagonal
-        else:
-            del gram  # the factor holds what the solves need
+    dual_coef = None
+    solve, evecs, inverse_all = _decompose(gram, alphas, device)
+    del gram  # a Cholesky factor holds what its solves need
     if solve is None:
-        evals, evecs = eigh(gram, device)
-        del gram
-        if alphas.size == 1:
-            inverse = _inverse_spectrum(evals, alphas[0])
-        else:
-            inverse_all = xp.stack(
-                [_inverse_spectrum(evals, a) for a in alphas], axis=1
-            )
+        inverse = inverse_all[:, 0]
+        if alphas.size > 1:
             n_targets = y_scaled.shape[1]
             evals_y = evecs.T @ y_scaled
             # All alphas at once: (n, n_alphas * n_targets) in one product.
@@ -355,9 +344,7 @@ def _solve_dual(
             dual_coef = coefs[:, alpha_index, :]
             inverse = inverse_all[:, alpha_index]
 
-        def solve(r):
-            return evecs @ (inverse[:, None] * (evecs.T @ r))
-
+        solve = _spectral_solver(evecs, inverse)
     if dual_coef is None:
         dual_coef = solve(y_scaled)
     alpha = alphas[alpha_index]
@@ -366,17 +353,7 @@ def _solve_dual(
         operator = _dual_operator(features, alpha, *problem)
         dual_coef, steps, converged = _refine(dual_coef, y_scaled, solve, operator)
         if not converged:
-            del solve, operator
-            return _solve_dual(
-                features,
-                y_scaled,
-                sqrt_w,
-                weight_sum,
-                alphas,
-                fit_intercept,
-                scale_rows,
-                exact=True,
-            )
+            return None
     # Back to feature space: coef = Phi^T D P a, and the weighted feature mean.
     if fit_intercept:
         dual_coef = (
@@ -392,6 +369,37 @@ def _solve_dual(
     if fit_intercept:
         return out[:, :-1], out[:, -1], alpha_index, loo_mse, steps
     return out, None, alpha_index, loo_mse, steps
+
+
+def _decompose(matrix, alphas, device):
+    """Decompose once: ``(solve, None, None)`` from a Cholesky factor of
+    ``matrix + alpha I`` for one positive alpha, else ``(None, evecs, inverse)``
+    from an eigendecomposition, with ``inverse[:, k] = 1 / (evals + alphas[k])``
+    (a pseudo-inverse for alpha = 0). Cholesky falls back to the eigen route
+    when the matrix is not numerically positive definite. ``matrix`` is
+    overwritten."""
+    xp = device.xp
+    if alphas.size == 1 and alphas[0] > 0:
+        diagonal = xp.arange(matrix.shape[0])
+        saved = matrix[diagonal, diagonal]  # a copy (advanced indexing)
+        matrix[diagonal, diagonal] += alphas[0]
+        try:
+            return CholeskyFactor(matrix, device).solve, None, None
+        except np.linalg.LinAlgError:
+            # The failed factorisation left the matrix as it was.
+            matrix[diagonal, diagonal] = saved
+    evals, evecs = eigh(matrix, device)
+    inverse = xp.stack([_inverse_spectrum(evals, a) for a in alphas], axis=1)
+    return None, evecs, inverse
+
+
+def _spectral_solver(evecs, inverse):
+    """``r -> V diag(inverse) V^T r`` from an eigendecomposition."""
+
+    def solve(r):
+        return evecs @ (inverse[:, None] * (evecs.T @ r))
+
+    return solve
 
 
 def _inverse_spectrum(evals, alpha):
@@ -485,26 +493,11 @@ def _solve_primal(
 
     loo_mse = None
     alpha_index = 0
-    solve = None
-    if alphas.size == 1 and alphas[0] > 0:
-        diagonal = xp.arange(p)
-        cov_diagonal = cov[diagonal, diagonal]  # a copy (advanced indexing)
-        cov[diagonal, diagonal] += alphas[0]
-        try:
-            solve = CholeskyFactor(cov, device).solve
-        except np.linalg.LinAlgError:
-            cov[diagonal, diagonal] = cov_diagonal
-        else:
-            del cov  # the factor holds what the solves need
+    solve, evecs, inverse_all = _decompose(cov, alphas, device)
+    del cov  # a Cholesky factor holds what its solves need
     if solve is None:
-        evals, evecs = eigh(cov, device)
-        del cov
-        if alphas.size == 1:
-            inverse = _inverse_spectrum(evals, alphas[0])
-        else:
-            inverse_all = xp.stack(
-                [_inverse_spectrum(evals, a) for a in alphas], axis=1
-            )
+        inverse = inverse_all[:, 0]
+        if alphas.size > 1:
             loo_mse = _primal_loo(
                 features,
                 y_scaled,
@@ -520,9 +513,7 @@ def _solve_primal(
             alpha_index = int(xp.argmin(loo_mse.mean(axis=1)))
             inverse = inverse_all[:, alpha_index]
 
-        def solve(r):
-            return evecs @ (inverse[:, None] * (evecs.T @ r))
-
+        solve = _spectral_solver(evecs, inverse)
     coef = solve(rhs)
     alpha = alphas[alpha_index]
     steps = None
@@ -530,17 +521,7 @@ def _solve_primal(
         operator = _primal_operator(features, alpha, sqrt_w, scale_rows, center)
         coef, steps, converged = _refine(coef, rhs, solve, operator)
         if not converged:
-            del solve, operator
-            return _solve_primal(
-                features,
-                y_scaled,
-                sqrt_w,
-                weight_sum,
-                alphas,
-                fit_intercept,
-                scale_rows,
-                exact=True,
-            )
+            return None
     return coef, feature_mean, alpha_index, loo_mse, steps
 
 
