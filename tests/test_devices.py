@@ -406,6 +406,9 @@ def test_cupy_input_with_cpu_device_is_copied_to_the_host(cupy, data, sequences,
     assert isinstance(out, np.ndarray)
     expected = FITTED[name]("cpu", X, y, sequences).predict(_inputs(name, X, sequences))
     assert_allclose(out, expected, rtol=RTOL, atol=ATOL)
-    # The user's device arrays are untouched.
+    # The user's device arrays are untouched, also by a fit and predictions on
+    # the device (device=None follows them there without copying them).
+    follow = FITTED[name](None, X_dev, cupy.asarray(y), seqs_dev)
+    follow.predict(_inputs(name, X_dev, seqs_dev))
     assert_array_equal(X_dev.get(), X)
     assert_array_equal(seqs_dev.get(), sequences)
