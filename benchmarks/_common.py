@@ -30,14 +30,32 @@ def machine_info():
     }
 
 
-def matmul_rate(size=2048, repeats=5):
-    """float64 GEMM rate in FLOP/s (median of repeats, default BLAS threads)."""
+def matmul_rate(size=2048, repeats=5, dtype=np.float64, xp=np, sync=None):
+    """GEMM rate in FLOP/s (median of repeats, default BLAS threads).
+
+    ``xp`` is the array module (CuPy for a GPU, with ``sync`` waiting for it
+    to finish: its work is asynchronous).
+    """
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((size, size)), rng.standard_normal((size, size))
-    a @ b  # warm up the BLAS threads
+    a = xp.asarray(rng.standard_normal((size, size)), dtype=dtype)
+    b = xp.asarray(rng.standard_normal((size, size)), dtype=dtype)
+    sync = sync or (lambda: None)
+    a @ b  # warm up the BLAS threads (or the cuBLAS handle)
+    sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         a @ b
+        sync()
         times.append(time.perf_counter() - start)
     return 2 * size**3 / float(np.median(times))
+
+
+def token_regression(n, n_keys, d, dtype=np.float64, seed=0):
+    """Query-key data of the random-feature benchmarks: tokens on the sphere of
+    radius sqrt(d), target the mean query-key correlation plus noise 0.1."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_keys + 1, d))
+    X *= np.sqrt(d) / np.linalg.norm(X, axis=2, keepdims=True)
+    y = np.einsum("nd,nkd->n", X[:, 0], X[:, 1:]) / (n_keys * np.sqrt(d))
+    return X.astype(dtype, copy=False), y + 0.1 * rng.standard_normal(n)

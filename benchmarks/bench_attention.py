@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import machine_info  # noqa: E402
 
+from sklearn_attn._backend import cpu_workers  # noqa: E402
 from sklearn_attn.attention._layer import (  # noqa: E402
-    cpu_workers,
     loss_and_gradient,
     useful_flops,
 )

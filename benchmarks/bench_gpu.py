@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import machine_info  # noqa: E402
+from _common import machine_info, matmul_rate, token_regression  # noqa: E402
 
 CPU_REFERENCE = ROOT / "benchmarks" / "results" / "gpu_cpu_reference.json"
 
@@ -135,25 +135,12 @@ def gpu_info():  # pragma: no cover - needs a GPU
     }
 
 
-def matmul_rate(device, dtype, size):
-    """GEMM rate in FLOP/s (median of 5) on ``device`` for ``dtype``."""
-    xp, clock = _xp(device), _Clock(device)
-    rng = np.random.default_rng(0)
-    a = xp.asarray(rng.standard_normal((size, size)), dtype=dtype)
-    b = xp.asarray(rng.standard_normal((size, size)), dtype=dtype)
-    clock.time(lambda: a @ b)  # warm up (threads, cuBLAS handle)
-    return 2 * size**3 / clock.time(lambda: a @ b, repeats=5)
+def _matmul_rate(device, dtype, size):
+    clock = _Clock(device)
+    return matmul_rate(size, dtype=dtype, xp=_xp(device), sync=clock.sync)
 
 
 # -- random-feature attention ------------------------------------------------------
-
-
-def _tokens(n, n_keys, d, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, n_keys + 1, d))
-    X *= np.sqrt(d) / np.linalg.norm(X, axis=2, keepdims=True)
-    y = np.einsum("nd,nkd->n", X[:, 0], X[:, 1:]) / (n_keys * np.sqrt(d))
-    return X.astype(dtype), y + 0.1 * rng.standard_normal(n)
 
 
 def _rfa_sizes(n, n_keys, d, heads):
@@ -174,7 +161,7 @@ def rfa_fit(device, n, n_keys, d, heads):
     """Time one float32 fit of the regressor; the model's dominant flops."""
     from sklearn_attn import RandomFeatureAttentionRegressor
 
-    X, y = _tokens(n, n_keys, d, np.float32)
+    X, y = token_regression(n, n_keys, d, np.float32)
     model = RandomFeatureAttentionRegressor(
         n_heads=heads, alpha=1.0, random_state=0, device=device
     )
@@ -221,7 +208,7 @@ def rfa_cpu_rates(n_keys, d, heads, gram_size, block_rows, chol_size):
     from sklearn_attn._backend import LowerGram
 
     clock = _Clock("cpu")
-    X, _ = _tokens(1000, n_keys, d, np.float32)
+    X, _ = token_regression(1000, n_keys, d, np.float32)
     transformer = AttentionRandomFeatures(n_heads=heads, random_state=0).fit(X)
     transformer.transform(X[:100])
     feature_seconds = clock.time(lambda: transformer.transform(X), repeats=3)
@@ -391,10 +378,10 @@ def run_cpu(sizes, quick, output):
     report = _Report(output, device="cpu", machine=machine_info(), quick=quick)
     report["sizes"] = sizes
     matmul32 = report.stage(
-        "float32_matmul_flops_per_second", lambda: matmul_rate("cpu", np.float32, 4096)
+        "float32_matmul_flops_per_second", lambda: _matmul_rate("cpu", np.float32, 4096)
     )
     matmul64 = report.stage(
-        "float64_matmul_flops_per_second", lambda: matmul_rate("cpu", np.float64, 4096)
+        "float64_matmul_flops_per_second", lambda: _matmul_rate("cpu", np.float64, 4096)
     )
     report.stage("mha", lambda: mha_per_iteration("cpu", **sizes["mha"]))
     report.stage(
@@ -435,10 +422,12 @@ def run_cuda(sizes, quick, cpu_reference, output):  # pragma: no cover - needs a
     report.stage("gpu", gpu_info)
     size = 4096 if quick else 8192
     rate32 = report.stage(
-        "float32_matmul_flops_per_second", lambda: matmul_rate("cuda", np.float32, size)
+        "float32_matmul_flops_per_second",
+        lambda: _matmul_rate("cuda", np.float32, size),
     )
     report.stage(
-        "float64_matmul_flops_per_second", lambda: matmul_rate("cuda", np.float64, size)
+        "float64_matmul_flops_per_second",
+        lambda: _matmul_rate("cuda", np.float64, size),
     )
     # The cheaper stages first: the large fit is the one most likely to fail.
     report.stage("mha", lambda: mha_per_iteration("cuda", **sizes["mha"]))

@@ -39,15 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import machine_info, matmul_rate  # noqa: E402
-
-
-def _data(n, n_keys, d, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, n_keys + 1, d))
-    X *= np.sqrt(d) / np.linalg.norm(X, axis=2, keepdims=True)
-    y = np.einsum("nd,nkd->n", X[:, 0], X[:, 1:]) / (n_keys * np.sqrt(d))
-    return X, y + 0.1 * rng.standard_normal(n)
+from _common import machine_info, matmul_rate, token_regression  # noqa: E402
 
 
 def _median_time(func, repeats):
@@ -77,7 +69,7 @@ def _fit_in_this_process(route, n, n_keys, d, heads, alpha, n_alphas):
 
     from sklearn_attn import AttentionRandomFeatures, RandomFeatureAttentionRegressor
 
-    X, y = _data(n, n_keys, d)
+    X, y = token_regression(n, n_keys, d)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     if route == "ours":
@@ -139,7 +131,7 @@ def _feature_map_report(n, N, d, M, rate, args):
     """Transform time against its useful flops at the measured matmul rate."""
     from sklearn_attn import AttentionRandomFeatures
 
-    X, _ = _data(n, N, d)
+    X, _ = token_regression(n, N, d)
     transformer = AttentionRandomFeatures(n_heads=M, random_state=0).fit(X)
     transformer.transform(X[:64])  # warm up
     useful_flops = 2 * n * M * (d * d + N * d + N * (d + 1))

@@ -99,7 +99,7 @@ class Device:
     def activate(self):
         """Context manager selecting this CUDA device (no-op on the CPU)."""
         if self.kind == "cpu":
-            return _NullContext()
+            return contextlib.nullcontext()
         return self.xp.cuda.Device(self.index or 0)
 
     def workers(self, n_threads=None):
@@ -206,14 +206,6 @@ class Workers:
 
     def map(self, func, items):
         return self.executor.map(func, items)
-
-
-class _NullContext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _check_cuda_available(index: int) -> None:
@@ -354,7 +346,7 @@ class CholeskyFactor:
                 )
             except np.linalg.LinAlgError:
                 # LAPACK overwrote the lower triangle and the diagonal.
-                _mirror_upper(matrix, np)
+                _copy_triangle(matrix, np, from_lower=False)
                 np.fill_diagonal(matrix, diagonal)
                 raise
             return
@@ -379,16 +371,6 @@ class CholeskyFactor:
         # L y = rhs is U^T y = rhs; then U x = y.
         tmp = solve_triangular(self._upper, rhs, trans="T", lower=False)
         return solve_triangular(self._upper, tmp, lower=False)
-
-
-def _mirror_upper(matrix, xp, block=1024):
-    """Copy the upper triangle onto the lower one, in place and blockwise."""
-    n = matrix.shape[0]
-    for start in range(0, n, block):
-        stop = min(start + block, n)
-        matrix[stop:, start:stop] = matrix[start:stop, stop:].T
-        tile = matrix[start:stop, start:stop]
-        tile[...] = xp.triu(tile) + xp.triu(tile, 1).T
 
 
 class DeviceCacheMixin:
@@ -481,19 +463,24 @@ class LowerGram:
         """``G`` with both triangles filled (in place, blockwise); frees the scratch."""
         self._scratch = None
         if not self._upper_valid:
-            _symmetrize_lower(self.matrix, self.device.xp)
+            _copy_triangle(self.matrix, self.device.xp)
             self._upper_valid = True
         return self.matrix
 
 
-def _symmetrize_lower(matrix, xp, block=1024):
-    """Copy the lower triangle onto the upper one, in place and blockwise."""
+def _copy_triangle(matrix, xp, *, from_lower=True, block=1024):
+    """Copy the lower triangle onto the upper one (or the upper onto the lower),
+    in place and blockwise: no temporary of the matrix's size."""
     n = matrix.shape[0]
     for start in range(0, n, block):
         stop = min(start + block, n)
-        matrix[start:stop, stop:] = matrix[stop:, start:stop].T
         tile = matrix[start:stop, start:stop]
-        tile[...] = xp.tril(tile) + xp.tril(tile, -1).T
+        if from_lower:
+            matrix[start:stop, stop:] = matrix[stop:, start:stop].T
+            tile[...] = xp.tril(tile) + xp.tril(tile, -1).T
+        else:
+            matrix[stop:, start:stop] = matrix[start:stop, stop:].T
+            tile[...] = xp.triu(tile) + xp.triu(tile, 1).T
 
 
 def _cublas():

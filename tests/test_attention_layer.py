@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+from sklearn_attn._backend import cpu_workers
 from sklearn_attn.attention._layer import (
     attention_weights,
-    cpu_workers,
     forward,
     loss_and_gradient,
     multihead_attention,

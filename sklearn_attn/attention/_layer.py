@@ -31,8 +31,8 @@ work of one loss-and-gradient evaluation is ``2 N k m d (5 d + 4 k)``
 floating-point operations for ``q = k`` (:func:`useful_flops`).
 
 On the CPU the samples are cut into chunks whose intermediates stay near the
-core's cache; chunks are spread over threads (:func:`cpu_workers`), each
-running single-threaded BLAS.
+core's cache; chunks are spread over threads, each running single-threaded BLAS
+(:func:`sklearn_attn._backend.cpu_workers`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._backend import Workers, chunk_bytes, cpu_workers
+from .._backend import chunk_bytes
 
 __all__ = [
     "AttentionLayer",
@@ -51,8 +51,6 @@ __all__ = [
     "value_normal_equations",
     "solve_values",
     "useful_flops",
-    "cpu_workers",
-    "Workers",
     "default_chunk_size",
     "token_norm_bound",
 ]
@@ -264,7 +262,7 @@ def forward(X, theta, values, *, n_queries=None, xp=np, chunk_size=None, executo
     xp : module, default=numpy
     chunk_size : int, default=None
     executor : Workers, default=None
-        Threads over chunks (see :func:`cpu_workers`).
+        Threads over chunks (see :func:`sklearn_attn._backend.cpu_workers`).
 
     Returns
     -------
