@@ -205,7 +205,15 @@ class Workers:
         self.n_threads = n_threads
 
     def map(self, func, items):
-        return self.executor.map(func, items)
+        # NumPy's error state (np.errstate) is per thread: run the workers in
+        # the caller's, so that what it ignores or raises holds for them too.
+        state = np.geterr()
+
+        def run(item):
+            with np.errstate(**state):
+                return func(item)
+
+        return self.executor.map(run, items)
 
 
 def _check_cuda_available(index: int) -> None:

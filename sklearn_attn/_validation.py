@@ -15,7 +15,13 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from ._backend import is_device_array, resolve_device, to_host
 
-__all__ = ["check_token_array", "check_sample_weight", "check_int", "check_real"]
+__all__ = [
+    "check_int",
+    "check_real",
+    "check_sample_weight",
+    "check_target_shape",
+    "check_token_array",
+]
 
 
 def _token_layout(X, token_dim, what="X"):
@@ -132,6 +138,34 @@ def check_token_array(
     if y_valid is None:
         return X_3d
     return X_3d, y_valid
+
+
+def check_target_shape(y, name, *, max_ndim, min_ndim=1, layout=None):
+    """Refuse targets of the wrong dimension with a message about the target.
+
+    scikit-learn's own message ("Found array with dim 3, while dim <= 2 is
+    required") reads as if the (legitimately 3-D) token input were wrong.
+    ``layout`` describes the accepted shapes; by default 1-D ``(n_samples,)``
+    or 2-D ``(n_samples, n_targets)``.
+    """
+    if y is None or isinstance(y, str):
+        return
+    ndim = getattr(y, "ndim", None)
+    shape = getattr(y, "shape", None)
+    if ndim is None:
+        try:
+            array = np.asarray(y)
+        except (ValueError, TypeError):
+            return  # ragged or exotic: the numeric conversion reports it
+        ndim, shape = array.ndim, array.shape
+    if min_ndim <= ndim <= max_ndim:
+        return
+    if layout is None:
+        layout = "1-D (n_samples,) or 2-D (n_samples, n_targets)"
+    raise ValueError(
+        f"{name} must be {layout}; got an array of shape {tuple(shape)} "
+        f"({ndim} dimension(s))."
+    )
 
 
 def check_sample_weight(sample_weight, n_samples, dtype=np.float64):

@@ -42,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._backend import chunk_bytes
+from .._scaling import array_exponent, row_exponents, scale_by_power_of_two
 
 __all__ = [
     "AttentionLayer",
@@ -146,6 +147,10 @@ def _side_by_side(mats, xp):
 # (-745), and e^40, e^-40 from float32's (88.7, -87.3, normal numbers); the
 # softmax is shift-invariant, so the result is the same.
 _UNSHIFTED_SCORE_BOUND = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 40.0}
+# Scores bounded by this fraction of the dtype's largest number cannot
+# overflow; beyond it they are computed from power-of-two rescaled tokens and
+# attention matrices (see _rescaled_scores).
+_OVERFLOW_MARGIN = 2.0**-8
 
 
 class _Heads:
@@ -163,15 +168,57 @@ class _Heads:
         self.side = _side_by_side(theta, xp)
         if max_sq_norm is None:
             max_sq_norm = token_norm_bound(X, xp)
-        largest = float(xp.sqrt((theta * theta).sum(axis=(1, 2))).max())
+        with np.errstate(over="ignore"):
+            largest = float(xp.sqrt((theta * theta).sum(axis=(1, 2))).max())
+            score_bound = max_sq_norm * largest
         # Other dtypes (float16, ...) get float32's bound: safe for float32 and up.
         bound = _UNSHIFTED_SCORE_BOUND.get(np.dtype(theta.dtype), 40.0)
-        self.shift = not max_sq_norm * largest <= bound  # NaN: shift
+        self.shift = not score_bound <= bound  # NaN: shift
+        # Scores that may overflow (inf - inf = NaN in the shift) are formed
+        # from rescaled factors instead: exact, and only for extreme inputs.
+        self.rescale = not score_bound <= (
+            _OVERFLOW_MARGIN * float(np.finfo(theta.dtype).max)
+        )
+        if self.rescale:
+            self.theta_exponent = array_exponent(self.side, xp)
+            self.side_scaled = scale_by_power_of_two(
+                self.side, -self.theta_exponent, xp
+            )
 
 
 def token_norm_bound(X, xp=np):
-    """Largest squared token norm ``max ||x_a||^2`` of ``X`` (for the score bound)."""
-    return float(xp.einsum("nkd,nkd->nk", X, X).max()) if X.size else 0.0
+    """Largest squared token norm ``max ||x_a||^2`` of ``X`` (for the score bound).
+
+    ``inf`` when it overflows: the scores are then formed from rescaled tokens.
+    """
+    if not X.size:
+        return 0.0
+    with np.errstate(over="ignore"):
+        return float(xp.einsum("nkd,nkd->nk", X, X).max())
+
+
+def _rescaled_scores(Xq, Xc, heads, xp):
+    """Shifted scores ``s - max_b s`` of a chunk, for scores beyond float range.
+
+    With ``x_n = 2^e_n u_n`` (per sample) and ``Theta = 2^t T`` (powers of two,
+    exact), ``s = 2^(2 e_n + t) u_a^T T u_b``: the factors are near one, and
+    the shifted score is scaled back by ``ldexp``, where any difference beyond
+    the float range becomes ``-inf`` (an attention weight of exactly 0).
+    """
+    c, q, d = Xq.shape
+    exponents = row_exponents(Xc, xp)
+    shape = (-1, 1, 1)
+    Uc = scale_by_power_of_two(Xc, -exponents.reshape(shape), xp)
+    Uq = Uc[:, :q]
+    queries = (Uq.reshape(c * q, d) @ heads.side_scaled).reshape(
+        c, q * heads.n_heads, d
+    )
+    S = xp.matmul(Uc, xp.ascontiguousarray(queries.transpose(0, 2, 1)))
+    S -= S.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore"):
+        return scale_by_power_of_two(
+            S, (2 * exponents + heads.theta_exponent).reshape(shape), xp
+        )
 
 
 def _attention_keys_first(Xq, Xc, heads, xp):
@@ -181,11 +228,14 @@ def _attention_keys_first(Xq, Xc, heads, xp):
     axis, which NumPy vectorises (reducing a short last axis is ~5x slower).
     """
     c, q, d = Xq.shape
-    queries = (Xq.reshape(c * q, d) @ heads.side).reshape(c, q * heads.n_heads, d)
-    # A contiguous copy of the transposed queries: BLAS is ~2x faster on it.
-    S = xp.matmul(Xc, xp.ascontiguousarray(queries.transpose(0, 2, 1)))
-    if heads.shift:
-        S -= S.max(axis=1, keepdims=True)
+    if heads.rescale:
+        S = _rescaled_scores(Xq, Xc, heads, xp)
+    else:
+        queries = (Xq.reshape(c * q, d) @ heads.side).reshape(c, q * heads.n_heads, d)
+        # A contiguous copy of the transposed queries: BLAS is ~2x faster on it.
+        S = xp.matmul(Xc, xp.ascontiguousarray(queries.transpose(0, 2, 1)))
+        if heads.shift:
+            S -= S.max(axis=1, keepdims=True)
     xp.exp(S, out=S)
     S *= 1.0 / S.sum(axis=1, keepdims=True)  # a multiply is ~4x faster than a divide
     return S

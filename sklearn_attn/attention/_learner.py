@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -23,7 +22,8 @@ from .._backend import (
     to_host,
     to_output,
 )
-from .._validation import check_token_array
+from .._validation import check_target_shape, check_token_array
+from .._warnings import warn_at_caller
 from ._layer import attention_weights as _attention_weights
 from ._layer import (
     compute_dtype,
@@ -136,6 +136,12 @@ class _Objective:
         if rows is not None:
             index = to_device(rows, self.device)
             X, Y = X[index], Y[index]
+        # Overflow shows as a non-finite loss, which the callers handle (the
+        # line search steps back; fit reports a start that never recovers).
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._evaluate(w, theta, values, X, Y)
+
+    def _evaluate(self, w, theta, values, X, Y):
         loss, grad_theta, grad_values = loss_and_gradient(
             X,
             Y,
@@ -238,9 +244,10 @@ def _first_order(
             )
         curve.append(epoch_loss)
         if not (np.isfinite(epoch_loss) and np.all(np.isfinite(w))):
-            raise FloatingPointError(
+            # A ValueError, as scikit-learn's SGD estimators raise.
+            raise ValueError(
                 f"solver={solver!r} diverged (non-finite parameters at iteration "
-                f"{epoch}); lower learning_rate."
+                f"{epoch}); lower learning_rate, or standardise X and Y."
             )
         if np.max(np.abs(epoch_grad)) <= tol:
             return w, epoch, True
@@ -460,12 +467,20 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
                 "pass the output tokens Y."
             )
         x_ndim = getattr(X, "ndim", None) or np.asarray(X).ndim
+        layout = (
+            "3-D (n_samples, n_queries, token_dim) like X, or flattened 2-D "
+            "(n_samples, n_queries * token_dim)"
+        )
+        # Fewer dimensions are refused below, once X is known to be valid.
+        check_target_shape(Y, "Y", min_ndim=0, max_ndim=3, layout=layout)
         Y = np.asarray(to_host(Y))
         y_shape = Y.shape
+        # (n, q, d) -> (n, q d) from the shape: reshape(n, -1) fails for n = 0.
+        Y_2d = Y.reshape(Y.shape[0], Y.shape[1] * Y.shape[2]) if Y.ndim == 3 else Y
         X, Y = check_token_array(
             self,
             X,
-            Y.reshape(len(Y), -1) if Y.ndim == 3 else Y,
+            Y_2d,
             reset=True,
             token_dim=self.token_dim,
             min_tokens=1,
@@ -533,6 +548,7 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
             X_dev = to_device(X, device, dtype=dtype)
             Y_dev = to_device(Y, device, dtype=dtype)
             objective = _Objective(X_dev, Y_dev, param, self.alpha, device, executor)
+            self._check_finite_start(objective, starts[0], X, Y)
             runs = [
                 self._fit_one(objective, w0, rng, n, index)
                 for index, w0 in enumerate(starts)
@@ -541,15 +557,21 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
         free_device_memory(device)
 
         losses = np.array([run["loss"] for run in runs])
+        if not np.isfinite(losses).any():
+            raise ValueError(
+                f"{type(self).__name__}: the objective became non-finite in every "
+                f"start (solver={self.solver!r}); the attention scores or the "
+                "squared errors overflow. Standardise X and Y, or lower "
+                "learning_rate for 'gd' and 'adam'."
+            )
         best = int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
         run = runs[best]
         if not run["converged"]:
-            warnings.warn(
+            warn_at_caller(
                 f"{type(self).__name__}: solver={self.solver!r} reached max_iter="
                 f"{self.max_iter} before the gradient fell below tol={self.tol} in the "
                 "kept start. Increase max_iter, or tol.",
                 ConvergenceWarning,
-                stacklevel=2,
             )
         parts = param.unpack(run["w"])
         theta, values = param.layer(run["w"])
@@ -567,6 +589,20 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
         self.init_losses_ = losses
         self.best_init_ = best
         return self
+
+    def _check_finite_start(self, objective, w0, X, Y):
+        """The objective must be finite where the optimisation starts."""
+        loss, grad = objective(w0)
+        if np.isfinite(loss) and np.isfinite(grad).all():
+            return
+        raise ValueError(
+            f"{type(self).__name__}: the objective is not finite at the starting "
+            f"point, for X with entries up to {float(np.abs(X).max()):.3g} and Y up "
+            f"to {float(np.abs(Y).max()):.3g} in absolute value: the attention "
+            "scores x_a^T Theta x_b grow as |x|^2 and the squared error as |Y|^2, "
+            "beyond the float64 range here. Standardise X and Y (the layer is "
+            "linear in the W_i: fitting Y / c gives W_i / c)."
+        )
 
     def _fit_one(self, objective, w0, rng, n_samples, index):
         start, curve = time.perf_counter(), []
@@ -633,13 +669,22 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
         """
 
         def run(X_dev, device):
-            return forward(
-                X_dev,
-                self._cached_on("theta_", device),
-                self._cached_on("values_", device),
-                n_queries=self.n_queries_,
-                xp=device.xp,
-            )
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = forward(
+                    X_dev,
+                    self._cached_on("theta_", device),
+                    self._cached_on("values_", device),
+                    n_queries=self.n_queries_,
+                    xp=device.xp,
+                )
+            if not bool(device.xp.isfinite(out).all()):
+                raise ValueError(
+                    f"{type(self).__name__}: the predictions overflow "
+                    f"{np.dtype(out.dtype).name}: the output tokens are sums of the "
+                    "tokens of X times the W_i, and X is far beyond the range the "
+                    "fitted layer maps to finite values."
+                )
+            return out
 
         out, ndim = self._compute(X, run)
         return out.reshape(out.shape[0], -1) if ndim == 2 else out

@@ -30,9 +30,9 @@ class _AttentionFeaturesMixin:
             weights += self.qk_mean_scale * np.eye(d)
         self.qk_weights_ = weights
 
-    def _feature_map(self, X, device):
+    def _feature_map(self, X, device, exponents=None):
         qk_weights = self._cached_on("qk_weights_", device)
-        return AttentionMap(X, qk_weights, self.value_bias, device)
+        return AttentionMap(X, qk_weights, self.value_bias, device, exponents)
 
     @property
     def n_output_features_(self):

@@ -24,7 +24,12 @@ from .._backend import (
     to_output,
 )
 from .._ridge import fit_ridge
-from .._validation import check_sample_weight, check_token_array
+from .._scaling import array_exponent, row_exponents, scale_by_power_of_two
+from .._validation import check_sample_weight, check_target_shape, check_token_array
+
+# A fitted coefficient below this keeps fewer than 53 significant bits once its
+# smaller companions reach float64's subnormal range (2^-1022 / 2^-52 = 2^-970).
+_SMALLEST_COEF = 2.0**-968
 
 
 class _RandomFeaturesMixin(DeviceCacheMixin):
@@ -51,12 +56,36 @@ class _RandomFeaturesMixin(DeviceCacheMixin):
         return self.token_dim
 
     def _map_for(self, X):
-        """Validate ``X`` for a fitted model and return (feature map, device)."""
+        """Validate ``X`` for a fitted model; return (feature map, row exponents,
+        device).
+
+        Rows of extreme scale are computed from ``X_n / 2^e_n``: the map then
+        holds ``Phi(X_n) / 2^(degree e_n)``, which the caller scales back
+        (``exponents`` is None when no row needs it).
+        """
         check_is_fitted(self)
         device = resolve_device(self.device, X)
         X = self._validate_tokens(X, reset=False)
         X = to_device(X, device, dtype=X.dtype)
-        return self._feature_map(X, device), device
+        exponents = row_exponents(X, device.xp)
+        if not bool((exponents != 0).any()):
+            exponents = None
+        return self._feature_map(X, device, exponents), exponents, device
+
+
+def _alpha_text(alphas):
+    return f"{float(alphas[0])!r}" if alphas.size == 1 else f"{alphas.tolist()}"
+
+
+def _out_of_range(estimator, what, X_max, detail):
+    return ValueError(
+        f"{type(estimator).__name__}: {what} for X with entries up to {X_max:.3g} "
+        f"in absolute value {detail}. The features are positively homogeneous, so "
+        "rescaling X changes nothing but the scale of the kernel: standardise the "
+        "tokens (e.g. divide X by its largest absolute entry) and, to fit the same "
+        "model, divide alpha by the same factor to the power 2 * degree (6 for "
+        "attention features, 2 for MLP features)."
+    )
 
 
 class _RandomFeatureTransformer(
@@ -106,11 +135,29 @@ class _RandomFeatureTransformer(
             The features, scaled so that their inner products approach the
             infinite-width kernel as the width grows.
         """
-        feature_map, device = self._map_for(X)
+        feature_map, exponents, device = self._map_for(X)
+        xp = device.xp
         with device.activate():
             out = feature_map.compute(
                 slice(0, feature_map.n_samples), slice(0, feature_map.n_features)
             )
+            if exponents is not None:
+                with np.errstate(over="ignore"):  # checked just below
+                    out = scale_by_power_of_two(
+                        out, feature_map.degree * exponents[:, None], xp
+                    )
+                if not bool(xp.isfinite(out).all()):
+                    raise _out_of_range(
+                        self,
+                        f"the features are not representable in {out.dtype}",
+                        float(xp.abs(feature_map.X).max()),
+                        "(they overflow)"
+                        + (
+                            "; float64 input has a larger range"
+                            if out.dtype == np.float32
+                            else ""
+                        ),
+                    )
         return to_output(out, device)
 
     def __sklearn_tags__(self):
@@ -173,34 +220,101 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         """
         alphas = self._check_alphas()
         device = resolve_device(self.device, X)
+        check_target_shape(y, "y", max_ndim=2)
         X, y = self._validate_tokens(X, y, reset=True)
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
         self._draw_weights(
             check_random_state(self.random_state), X.shape[1], X.shape[2]
         )
         self._clear_device_cache()
-        y_2d = y.reshape(-1, 1) if y.ndim == 1 else y
+        y_2d = np.asarray(y.reshape(-1, 1) if y.ndim == 1 else y, dtype=np.float64)
+        xp = device.xp
         with device.activate():
+            X_dev = to_device(X, device, dtype=X.dtype)
+            # Extreme but finite scales are solved exactly on rescaled data: the
+            # features Phi(X) / 2^(degree e), the targets y / 2^e_y and alpha /
+            # 2^(2 degree e) give the same solution up to powers of two.
+            x_exponent = array_exponent(X_dev, xp)
+            exponents = None
+            if x_exponent:
+                exponents = xp.full(X.shape[0], x_exponent, dtype=np.int32)
+            feature_map = self._feature_map(X_dev, device, exponents)
+            feature_exponent = feature_map.degree * x_exponent
+            y_exponent = array_exponent(y_2d)
             solution = fit_ridge(
-                self._feature_map(to_device(X, device, dtype=X.dtype), device),
-                np.asarray(y_2d, dtype=np.float64),
-                alphas,
+                feature_map,
+                np.ldexp(y_2d, -y_exponent),
+                self._scaled_alphas(alphas, 2 * feature_exponent, xp, X_dev),
                 sample_weight=sample_weight,
                 fit_intercept=self.fit_intercept,
                 mode=self.solver,
             )
+            X_max = float(xp.abs(X_dev).max()) if x_exponent else 1.0
+            del X_dev, feature_map
         # Nothing on the device is referenced any more: give the pool back.
         free_device_memory(device)
-        self.coef_ = solution.coef.T if y.ndim == 2 else solution.coef[:, 0]
-        self.intercept_ = (
-            solution.intercept if y.ndim == 2 else float(solution.intercept[0])
-        )
+        with np.errstate(over="ignore", under="ignore"):
+            coef = np.ldexp(solution.coef, y_exponent - feature_exponent)
+            intercept = np.ldexp(solution.intercept, y_exponent)
+        if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
+            raise _out_of_range(
+                self,
+                "the fitted value vectors overflow float64",
+                X_max,
+                f"and y up to {float(np.abs(y_2d).max()):.3g}",
+            )
+        largest = float(np.abs(coef).max())
+        if solution.coef.any() and largest < _SMALLEST_COEF:
+            raise _out_of_range(
+                self,
+                "the fitted value vectors underflow float64",
+                X_max,
+                f"and y up to {float(np.abs(y_2d).max()):.3g} (they would be "
+                f"about {largest:.1g})",
+            )
+        self.coef_ = coef.T if y.ndim == 2 else coef[:, 0]
+        self.intercept_ = intercept if y.ndim == 2 else float(intercept[0])
         self.alpha_ = float(alphas[solution.alpha_index])
         self.solver_ = solution.mode
         if solution.loo_mse is not None:
-            self.loo_mse_ = solution.loo_mse.mean(axis=1)
+            # Squared errors of targets beyond ~1e154 overflow to inf here,
+            # although alpha_ was chosen on the rescaled (finite) ones.
+            with np.errstate(over="ignore"):
+                self.loo_mse_ = np.ldexp(solution.loo_mse.mean(axis=1), 2 * y_exponent)
             self.best_score_ = -float(self.loo_mse_[solution.alpha_index])
+        else:
+            self.__dict__.pop("loo_mse_", None)
+            self.__dict__.pop("best_score_", None)
         return self
+
+    def _scaled_alphas(self, alphas, exponent, xp, X_dev):
+        """``alphas / 2^exponent``, the penalties of the rescaled problem.
+
+        A penalty below float64's normal range is negligible against the kernel
+        (by ~300 orders of magnitude): one becomes 0, the minimum-norm limit;
+        several can no longer be compared. A penalty that overflows would
+        leave the intercept alone as the fit: that is an error too.
+        """
+        with np.errstate(over="ignore", under="ignore"):
+            scaled = np.ldexp(alphas, -exponent)
+        if not np.isfinite(scaled).all():
+            raise _out_of_range(
+                self,
+                f"alpha={_alpha_text(alphas)} is more than 1e300 times the kernel",
+                float(xp.abs(X_dev).max()),
+                "(the fit would be the intercept alone)",
+            )
+        negligible = (alphas > 0) & (scaled < np.finfo(np.float64).tiny)
+        if negligible.any():
+            if alphas.size > 1:
+                raise _out_of_range(
+                    self,
+                    f"alpha={_alpha_text(alphas)} cannot be compared by leave-one-out",
+                    float(xp.abs(X_dev).max()),
+                    "(the penalties are below 1e-300 times the kernel)",
+                )
+            scaled = np.zeros_like(scaled)
+        return scaled
 
     def predict(self, X):
         """Predict with the fitted value vectors.
@@ -216,7 +330,7 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
             Predictions (a CuPy array when ``device=None`` and ``X`` is one).
         """
-        feature_map, device = self._map_for(X)
+        feature_map, exponents, device = self._map_for(X)
         xp = device.xp
         with device.activate():
             coef = self._cached_on("coef_", device)
@@ -227,7 +341,23 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             out = xp.empty((feature_map.n_samples, coef_2d.shape[0]))
             all_cols = slice(0, feature_map.n_features)
             for rows in feature_map.row_blocks():
-                out[rows] = feature_map.compute(rows, all_cols) @ coef_2d.T + intercept
+                part = feature_map.compute(rows, all_cols) @ coef_2d.T
+                if exponents is not None:
+                    with np.errstate(over="ignore", invalid="ignore"):  # see below
+                        part = scale_by_power_of_two(
+                            part, feature_map.degree * exponents[rows, None], xp
+                        )
+                        part += intercept
+                else:
+                    part += intercept
+                out[rows] = part
+            if exponents is not None and not bool(xp.isfinite(out).all()):
+                raise _out_of_range(
+                    self,
+                    "the predictions overflow float64",
+                    float(xp.abs(feature_map.X).max()),
+                    "(far beyond the scale of the training data)",
+                )
         if coef.ndim == 1:
             out = out[:, 0]
         return to_output(out, device)

@@ -30,6 +30,7 @@ from sklearn import get_config
 from sklearn.utils import check_array, gen_batches
 from sklearn.utils._param_validation import Interval, validate_params
 
+from .._scaling import row_exponents
 from .._validation import _token_layout
 
 __all__ = ["brfa_kernel", "rfa_kernel", "rfmlp_kernel"]
@@ -81,6 +82,39 @@ def _check_tokens(X, Y, token_dim, *, min_tokens, flat_ok=False):
             f"token(s) of dimension {layouts[1][1]}."
         )
     return arrays[0], arrays[1]
+
+
+def _rescaled(A, only_down=False):
+    """``(A / 2^e, e)`` with one exponent per row (see :mod:`sklearn_attn._scaling`).
+
+    The kernels are positively homogeneous in each argument, so they are
+    computed on rows of moderate size and scaled back at the end: extreme but
+    finite inputs give the exact kernel wherever it is representable. With
+    ``only_down``, rows are only scaled down, never up (a constant 1 appended
+    to the input keeps small rows moderate).
+    """
+    exponents = row_exponents(A)
+    if only_down:
+        exponents = np.maximum(exponents, 0)
+    shape = (-1,) + (1,) * (A.ndim - 1)
+    return np.ldexp(A, -exponents.reshape(shape)), exponents
+
+
+def _scale_back(K, exponents_X, exponents_Y, degree, name):
+    """``K * 2^(degree (e_X + e_Y))``, or an error where that overflows."""
+    if not (exponents_X.any() or exponents_Y.any()):
+        return K
+    with np.errstate(over="ignore", under="ignore"):
+        K = np.ldexp(K, degree * (exponents_X[:, None] + exponents_Y[None, :]))
+    if not np.isfinite(K).all():
+        largest = max(exponents_X.max(), exponents_Y.max())
+        raise ValueError(
+            f"{name}: the kernel values overflow float64 for inputs with entries "
+            f"up to about 1e{round(largest * np.log10(2.0))}; the kernel grows as "
+            f"the product of the input scales to the power {degree}. "
+            "Rescale X and Y (e.g. divide by their largest absolute entry)."
+        )
+    return K
 
 
 def _row_batches(n_rows, bytes_per_row):
@@ -196,8 +230,13 @@ def _relu_moment(m1, m2, s1, s2, rho):
 
 
 # -- attention kernels -----------------------------------------------------------------
-def _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias):
+def _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias, name):
     X, Y = _check_tokens(X, Y, token_dim, min_tokens=2)
+    # K(2^a X, 2^b Y) = 2^(3 (a + b)) K(X, Y) with the value bias 1 replaced by
+    # 2^-(a + b): the pre-activations scale by 2^(2a), the values by 2^a.
+    X, exponents_X = _rescaled(X)
+    Y, exponents_Y = _rescaled(Y)
+    rescaled = exponents_X.any() or exponents_Y.any()
     n_keys, d = X.shape[1] - 1, X.shape[2]
     s = 1.0 / math.sqrt(d) if qk_std is None else float(qk_std)
     mu = float(qk_mean_scale)
@@ -210,6 +249,7 @@ def _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias):
     y_std = s * y0_norm[:, None] * yk_norm
 
     K = np.empty((X.shape[0], Y.shape[0]))
+    K_bias = np.empty_like(K) if rescaled and value_bias else None
     # About 12 float64 arrays of shape (n_Y, N, N) per row of X; the Gaussian
     # moments themselves are evaluated in cache-sized flat blocks.
     for rows in _row_batches(X.shape[0], 12 * 8 * Y.shape[0] * n_keys**2):
@@ -241,9 +281,21 @@ def _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias):
                 y_std[None, :, None, :],
                 _arccos_rho(inner, norms),
             )
-        if value_bias:
-            key_gram += 1.0
+        if not rescaled:
+            if value_bias:
+                key_gram += 1.0
+            K[rows] = np.einsum("abij,abij->ab", key_gram, pair) / n_keys**2
+            continue
+        # Rescaled: the value-bias part has degree 2, not 3; summed apart, each
+        # part is scaled back on its own (no 2^-(a + b) that could overflow).
         K[rows] = np.einsum("abij,abij->ab", key_gram, pair) / n_keys**2
+        if value_bias:
+            K_bias[rows] = pair.sum(axis=(2, 3)) / n_keys**2
+    if not rescaled:
+        return K
+    K = _scale_back(K, exponents_X, exponents_Y, 3, name)
+    if value_bias:
+        K += _scale_back(K_bias, exponents_X, exponents_Y, 2, name)
     return K
 
 
@@ -332,7 +384,7 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
     >>> model.predict(rfa_kernel(X_new, X)).shape
     (5,)
     """
-    return _attention_kernel(X, Y, token_dim, 0.0, qk_std, value_bias)
+    return _attention_kernel(X, Y, token_dim, 0.0, qk_std, value_bias, "rfa_kernel")
 
 
 @validate_params(
@@ -437,7 +489,9 @@ def brfa_kernel(
     >>> bool(np.allclose(brfa_kernel(X, qk_mean_scale=0.0), rfa_kernel(X)))
     True
     """
-    return _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias)
+    return _attention_kernel(
+        X, Y, token_dim, qk_mean_scale, qk_std, value_bias, "brfa_kernel"
+    )
 
 
 # -- MLP kernel ------------------------------------------------------------------------
@@ -518,13 +572,18 @@ def rfmlp_kernel(X, Y=None, *, token_dim=None, weight_std=None, bias=False):
     (5,)
     """
     X, Y = _check_tokens(X, Y, token_dim, min_tokens=1, flat_ok=True)
-    U = X.reshape(X.shape[0], -1)
-    V = Y.reshape(Y.shape[0], -1)
+    # K(2^a X, 2^b Y) = 2^(a + b) K(X, Y) with the bias 1 replaced by 2^-a, 2^-b.
+    # With the bias u = [vec X; 1] has an entry 1: small rows need no scaling.
+    U, exponents_U = _rescaled(X.reshape(X.shape[0], -1), only_down=bias)
+    V, exponents_V = _rescaled(Y.reshape(Y.shape[0], -1), only_down=bias)
     n_inputs = U.shape[1] + int(bias)
     s = 1.0 / math.sqrt(n_inputs) if weight_std is None else float(weight_std)
-    u_norm = np.sqrt(np.einsum("nd,nd->n", U, U) + bias)
-    v_norm = np.sqrt(np.einsum("nd,nd->n", V, V) + bias)
+    bias_U = np.ldexp(float(bias), -exponents_U)
+    bias_V = np.ldexp(float(bias), -exponents_V)
+    u_norm = np.sqrt(np.einsum("nd,nd->n", U, U) + bias_U * bias_U)
+    v_norm = np.sqrt(np.einsum("nd,nd->n", V, V) + bias_V * bias_V)
     inner = U @ V.T
     if bias:
-        inner += 1.0
-    return (s * s) * _arccos_kernel(inner, u_norm[:, None] * v_norm[None, :])
+        inner += bias_U[:, None] * bias_V[None, :]
+    K = (s * s) * _arccos_kernel(inner, u_norm[:, None] * v_norm[None, :])
+    return _scale_back(K, exponents_U, exponents_V, 1, "rfmlp_kernel")

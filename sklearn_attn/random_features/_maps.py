@@ -5,6 +5,13 @@ The two maps (attention and MLP) are exposed to the ridge core as
 columns (features, aligned to heads or units) is computed on demand, so that no
 caller needs the full ``(n_samples, n_features)`` matrix.
 
+Both maps are positively homogeneous: the attention map of degree 3 (the
+value-bias column of degree 2), the MLP map of degree 1 (its bias of degree
+0). Given ``exponents`` (one per sample, see :mod:`sklearn_attn._scaling`),
+a map computes ``Phi(X_n) / 2^(degree * e_n)`` exactly, from ``X_n / 2^e_n`` with
+the constant 1 of the bias replaced by ``2^-e_n``: extreme but finite inputs
+then never overflow or underflow in the intermediates.
+
 On the CPU, rows are cut into small chunks that keep the per-chunk
 intermediates in cache and are spread over threads, each running
 single-threaded BLAS (:meth:`Device.workers <sklearn_attn._backend.Device.workers>`):
@@ -20,6 +27,7 @@ import math
 from sklearn import get_config
 
 from .._ridge import FeatureBlocks
+from .._scaling import scale_by_power_of_two
 
 # Samples per chunk on the CPU: small enough for the (chunk, heads, keys)
 # intermediates of a block of heads to stay in cache (measured: 32-64 best).
@@ -39,12 +47,26 @@ class _ChunkedMap(FeatureBlocks):
 
     unit_width: int
     n_units: int
+    degree: int
 
-    def __init__(self, n_samples, device, bytes_per_sample_unit):
+    def __init__(self, n_samples, device, bytes_per_sample_unit, exponents):
         self.n_samples = n_samples
         self.n_features = self.n_units * self.unit_width
         self.device = device
         self._bytes_per_sample_unit = bytes_per_sample_unit
+        # None: no rescaling; else int32 on the device, one per sample.
+        self.exponents = exponents
+
+    def _scaled_rows(self, X, rows):
+        """``X[rows] / 2^e`` and the bias constants ``2^-e`` (None without scaling)."""
+        x = X[rows]
+        if self.exponents is None:
+            return x, None
+        shift = -self.exponents[rows]
+        shape = (-1,) + (1,) * (x.ndim - 1)
+        xp = self.device.xp
+        x = scale_by_power_of_two(x, shift.reshape(shape), xp)
+        return x, scale_by_power_of_two(xp.ones(shift.shape, x.dtype), shift, xp)
 
     # -- block layout ------------------------------------------------------------
     def row_blocks(self):
@@ -105,9 +127,13 @@ class AttentionMap(_ChunkedMap):
     qk_weights : array of shape (n_heads, d, d)
     value_bias : bool
     device : Device
+    exponents : int32 array of shape (n_samples,) or None
+        Compute ``phi(X_n) / 2^(3 e_n)`` (see the module notes).
     """
 
-    def __init__(self, X, qk_weights, value_bias, device):
+    degree = 3
+
+    def __init__(self, X, qk_weights, value_bias, device, exponents=None):
         xp = device.xp
         self.X = X
         self.dtype = X.dtype
@@ -123,11 +149,11 @@ class AttentionMap(_ChunkedMap):
         )
         self.scale = 1.0 / (self.n_keys * math.sqrt(n_heads))
         bytes_per = X.dtype.itemsize * (2 * d + self.n_keys + 1)
-        super().__init__(X.shape[0], device, bytes_per)
+        super().__init__(X.shape[0], device, bytes_per, exponents)
 
     def _fill(self, rows, units, out):
         xp = self.device.xp
-        x = self.X[rows]
+        x, bias = self._scaled_rows(self.X, rows)
         n, d, n_keys = x.shape[0], self.d, self.n_keys
         n_heads = units.stop - units.start
         queries = x[:, 0, :] @ self.qk_stacked[:, units.start * d : units.stop * d]
@@ -138,9 +164,10 @@ class AttentionMap(_ChunkedMap):
         scores *= self.scale
         values = keys
         if self.value_bias:
-            values = xp.concatenate(
-                [keys, xp.ones((n, n_keys, 1), dtype=x.dtype)], axis=2
-            )
+            constant = xp.ones((n, n_keys, 1), dtype=x.dtype)
+            if bias is not None:
+                constant *= bias[:, None, None]
+            values = xp.concatenate([keys, constant], axis=2)
         xp.matmul(scores, values, out=out.reshape(n, n_heads, self.unit_width))
 
 
@@ -152,11 +179,14 @@ class MLPMap(_ChunkedMap):
     X : array of shape (n_samples, n_tokens, d)
     weights : array of shape (n_units, D) with D = n_tokens * d (+ 1 with bias)
     device : Device
+    exponents : int32 array of shape (n_samples,) or None
+        Compute ``phi(X_n) / 2^e_n`` (see the module notes).
     """
 
     unit_width = 1
+    degree = 1
 
-    def __init__(self, X, weights, device):
+    def __init__(self, X, weights, device, exponents=None):
         self.X = X.reshape(X.shape[0], -1)
         self.dtype = X.dtype
         self.n_units = weights.shape[0]
@@ -165,14 +195,19 @@ class MLPMap(_ChunkedMap):
         self.weights_t = device.xp.ascontiguousarray(w[:, : self.X.shape[1]].T)
         self.offset = w[:, -1] if self.bias else None
         self.scale = 1.0 / math.sqrt(self.n_units)
-        super().__init__(X.shape[0], device, X.dtype.itemsize)
+        super().__init__(X.shape[0], device, X.dtype.itemsize, exponents)
 
     def compute(self, rows, cols):
         # One large product: BLAS parallelises it well, no chunking needed.
         xp = self.device.xp
-        out = self.X[rows] @ self.weights_t[:, cols]
+        x, bias = self._scaled_rows(self.X, rows)
+        out = x @ self.weights_t[:, cols]
         if self.bias:
-            out += self.offset[cols]
+            out += (
+                self.offset[cols]
+                if bias is None
+                else bias[:, None] * self.offset[None, cols]
+            )
         xp.maximum(out, 0, out=out)
         out *= self.scale
         return out

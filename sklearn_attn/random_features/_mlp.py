@@ -39,8 +39,8 @@ class _MLPFeaturesMixin:
             size=(self.n_features, n_inputs)
         )
 
-    def _feature_map(self, X, device):
-        return MLPMap(X, self._cached_on("weights_", device), device)
+    def _feature_map(self, X, device, exponents=None):
+        return MLPMap(X, self._cached_on("weights_", device), device, exponents)
 
 
 class MLPRandomFeatures(_MLPFeaturesMixin, _RandomFeatureTransformer):

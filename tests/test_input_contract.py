@@ -1,0 +1,361 @@
+"""Extreme but finite inputs, misnamed errors, warnings at the caller's line.
+
+The random-feature maps and kernels are positively homogeneous, so rescaling by a
+power of two is exact: a fit on ``2^k X`` must equal the fit on ``X`` with the
+penalty moved by the same power, bit for bit up to the solver's own rounding. Where
+the exact result is not representable the estimators raise a ``ValueError`` that
+says which input is out of range; they never return NaN or collapse silently.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import Ridge
+
+from sklearn_attn import (
+    RFMLP,
+    AttentionRandomFeatures,
+    BiasedRFA,
+    MLPRandomFeatures,
+    MultiHeadAttentionLearner,
+    RandomFeatureAttentionRegressor,
+    brfa_kernel,
+    rfa_kernel,
+    rfmlp_kernel,
+)
+from sklearn_attn.attention import _layer
+from sklearn_attn.attention._layer import attention_weights
+from sklearn_attn.datasets import make_attention_layer_regression, make_token_regression
+
+# Homogeneous models (no constant features) and the degree of their features in
+# X: relu(<x_0, W x_i>) x_i is of degree 3, relu(<w, x>) of degree 1.
+REGRESSORS = [
+    (RandomFeatureAttentionRegressor(n_heads=30, value_bias=False, random_state=0), 3),
+    (BiasedRFA(n_heads=30, value_bias=False, random_state=0), 3),
+    (RFMLP(n_features=60, random_state=0), 1),
+]
+
+
+@pytest.fixture
+def data(global_random_seed):
+    X, y = make_token_regression(
+        n_samples=80, n_keys=3, token_dim=3, random_state=global_random_seed
+    )
+    return X[:60], y[:60], X[60:]
+
+
+def _with_alpha(estimator, alpha):
+    return estimator.__class__(**{**estimator.get_params(), "alpha": alpha})
+
+
+# -- random-feature regressors ---------------------------------------------------------
+@pytest.mark.parametrize("estimator, degree", REGRESSORS)
+@pytest.mark.parametrize("k", [40, -40, 100])
+@pytest.mark.parametrize("solver", ["dual", "primal"])
+def test_power_of_two_scaling_is_exact(estimator, degree, k, solver, data):
+    """A fit on 2^k X with alpha is the fit on X with alpha / 2^(2 degree k).
+
+    At k = 100 the attention features are near 2^300 and their Gram matrix
+    would overflow without the rescaling. The rescaled computation is the
+    unit-scale one up to powers of two; 1e-9 allows for the solvers' rounding
+    on the different but equivalent penalties.
+    """
+    X, y, X_test = data
+    alpha = 1e-2
+    scaled = _with_alpha(estimator, alpha).set_params(solver=solver)
+    scaled.fit(np.ldexp(X, k), y)
+    reference = _with_alpha(estimator, np.ldexp(alpha, -2 * degree * k))
+    reference.set_params(solver=solver).fit(X, y)
+    assert_allclose(
+        scaled.predict(np.ldexp(X_test, k)), reference.predict(X_test), rtol=1e-9
+    )
+    assert_allclose(
+        np.ldexp(scaled.coef_, degree * k), reference.coef_, rtol=1e-9, atol=1e-12
+    )
+    assert scaled.intercept_ == pytest.approx(reference.intercept_, rel=1e-9)
+
+
+def _explicit_features(model, X, k):
+    """Features of 2^k X divided by 2^(degree k), from the fitted weights."""
+    if isinstance(model, RFMLP):
+        W = model.weights_
+        pre = X.reshape(len(X), -1) @ W[:, :-1].T + np.ldexp(W[:, -1], -k)
+        return np.maximum(pre, 0) / np.sqrt(len(W))
+    transformer = AttentionRandomFeatures(n_heads=model.n_heads, random_state=0)
+    features = transformer.fit(X).transform(X)
+    d = X.shape[2]
+    features[:, d :: d + 1] = np.ldexp(features[:, d :: d + 1], -k)  # bias columns
+    return features
+
+
+@pytest.mark.parametrize(
+    "estimator, degree",
+    [
+        (RandomFeatureAttentionRegressor(n_heads=30, random_state=0), 3),
+        (RFMLP(n_features=60, bias=True, random_state=0), 1),
+    ],
+)
+@pytest.mark.parametrize("k", [40, -30, 100])
+def test_constant_features_at_extreme_scales_match_ridge(estimator, degree, k, data):
+    """With a constant feature (value bias, first-layer bias) the model is not
+    homogeneous: at 2^k X it is ridge on the unit-scale features with the
+    constant scaled by 2^-k, and alpha by 2^(-2 degree k). scikit-learn's Ridge
+    on those explicit features is the reference."""
+    X, y, X_test = data
+    alpha = 1e-2
+    model = _with_alpha(estimator, alpha).fit(np.ldexp(X, k), y)
+    alpha_scaled = np.ldexp(alpha, -2 * degree * k)
+    ridge = Ridge(alpha=alpha_scaled, solver="svd").fit(
+        _explicit_features(model, X, k), y
+    )
+    expected = ridge.predict(_explicit_features(model, X_test, k))
+    assert_allclose(model.predict(np.ldexp(X_test, k)), expected, rtol=1e-7)
+
+
+@pytest.mark.parametrize("estimator, degree", REGRESSORS)
+def test_extreme_targets_are_exact(estimator, degree, data):
+    """Ridge is linear in y: y * 2^400 gives coefficients * 2^400 (squared
+    errors of such targets overflow float64 without the rescaling)."""
+    X, y, X_test = data
+    model = _with_alpha(estimator, [1e-3, 1e-1]).fit(X, np.ldexp(y, 400))
+    reference = _with_alpha(estimator, [1e-3, 1e-1]).fit(X, y)
+    assert model.alpha_ == reference.alpha_
+    assert_allclose(
+        model.predict(X_test), np.ldexp(reference.predict(X_test), 400), rtol=1e-9
+    )
+
+
+def test_unit_scale_fits_are_unchanged_by_the_rescaling_path(data):
+    """Moderate data take no rescaling at all: exponents are None."""
+    X, y, _ = data
+    model = RandomFeatureAttentionRegressor(n_heads=20, random_state=0).fit(X, y)
+    feature_map, exponents, _ = model._map_for(X)
+    assert exponents is None
+
+
+@pytest.mark.parametrize(
+    "estimator, scale, match",
+    [
+        (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e100, "under"),
+        (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e300, "under"),
+        (RFMLP(n_features=40, random_state=0), 1e300, "underflow"),
+        (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e-100, "1e300"),
+        (RFMLP(n_features=40, random_state=0), 1e-300, "1e300"),
+    ],
+)
+def test_unrepresentable_fits_raise_and_say_why(estimator, scale, match, data):
+    """Value vectors of 1e-300 and below (tokens of 1e100 for attention, 1e300
+    for the MLP), or a penalty 1e300 times the kernel, are errors naming X."""
+    X, y, _ = data
+    with pytest.raises(ValueError, match=match) as info:
+        estimator.fit(X * scale, y)
+    assert "X" in str(info.value) and "rescal" in str(info.value)
+
+
+@pytest.mark.parametrize("estimator, degree", REGRESSORS)
+def test_large_but_representable_scales_give_the_unit_scale_fit(
+    estimator, degree, data
+):
+    """1e30 tokens (not a power of two): the penalty is then negligible, so the
+    fit interpolates like alpha=1e-300 at unit scale; R^2 on the training data
+    matches that of the equivalent unit-scale fit to 1e-6."""
+    X, y, _ = data
+    scale = 1e30
+    big = _with_alpha(estimator, 1e-3).fit(X * scale, y)
+    small = _with_alpha(estimator, 1e-3 / scale ** (2 * degree)).fit(X, y)
+    assert big.score(X * scale, y) == pytest.approx(small.score(X, y), abs=1e-6)
+
+
+def test_float32_extreme_inputs_fit_exactly_and_transform_raises(data):
+    """float32 tokens at 1e20: their cubes overflow float32, the rescaled
+    features do not. The fit is then the float64 one to float32 accuracy; the
+    transformer cannot return such features in float32 and says so."""
+    X, y, X_test = data
+    X32 = (X * 1e20).astype(np.float32)
+    model = RandomFeatureAttentionRegressor(n_heads=30, random_state=0)
+    pred32 = model.fit(X32, y).predict((X_test * 1e20).astype(np.float32))
+    pred64 = model.fit(X32.astype(np.float64), y).predict(X_test * 1e20)
+    assert np.isfinite(pred32).all()
+    assert_allclose(pred32, pred64, rtol=1e-3, atol=1e-3 * np.abs(pred64).max())
+    with pytest.raises(ValueError, match="float32"):
+        AttentionRandomFeatures(n_heads=5, random_state=0).fit_transform(X32)
+    features = MLPRandomFeatures(n_features=5, random_state=0).fit_transform(X32)
+    assert features.dtype == np.float32 and np.isfinite(features).all()
+
+
+@pytest.mark.parametrize(
+    "transformer, degree",
+    [
+        (AttentionRandomFeatures(n_heads=7, value_bias=False, random_state=0), 3),
+        (MLPRandomFeatures(n_features=7, random_state=0), 1),
+    ],
+)
+def test_transform_is_exact_row_by_row(transformer, degree, data):
+    """Rows at 2^-600, 1 and 2^600 (features within float64) in one call: each
+    row's features are the unit-scale row's times 2^(degree k), computed
+    without overflow, whatever the other rows hold."""
+    X, _, X_test = data
+    transformer.fit(X)
+    k = np.array([-600, 0, 600] * 7)[: len(X_test)] // degree
+    features = transformer.transform(np.ldexp(X_test, k[:, None, None]))
+    expected = np.ldexp(transformer.transform(X_test), degree * k[:, None])
+    assert_array_equal(features, expected)
+
+
+# scikit-learn's finiteness check sums the input first, which overflows here.
+@pytest.mark.filterwarnings("ignore:invalid value encountered in reduce")
+def test_predictions_that_overflow_raise(data):
+    X, y, X_test = data
+    model = RFMLP(n_features=40, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="predictions overflow"):
+        model.predict(X_test * 1e308)
+
+
+def test_three_dimensional_targets_are_named(data):
+    X, y, _ = data
+    with pytest.raises(ValueError, match=r"^y must be 1-D \(n_samples,\) or 2-D"):
+        RandomFeatureAttentionRegressor(n_heads=5).fit(X, np.zeros((len(X), 2, 2)))
+
+
+# -- kernels ---------------------------------------------------------------------------
+def _bias_parts(kernel, X, Y, **kwargs):
+    """(homogeneous part, bias part) of a kernel with a constant-1 feature."""
+    flag = "bias" if kernel is rfmlp_kernel else "value_bias"
+    without = kernel(X, Y, **{**kwargs, flag: False})
+    return without, kernel(X, Y, **{**kwargs, flag: True}) - without
+
+
+@pytest.mark.parametrize("kernel", [rfa_kernel, brfa_kernel])
+@pytest.mark.parametrize("a, b", [(100, 0), (-100, 40), (-150, -150), (90, 60)])
+def test_attention_kernels_are_exact_at_extreme_scales(kernel, a, b, data):
+    """K(2^a X, 2^b Y) = 2^(3(a+b)) K_0(X, Y) + 2^(2(a+b)) B(X, Y), with K_0 the
+    kernel without value bias and B the bias part, computed at unit scale."""
+    X, _, Y = data
+    homogeneous, bias = _bias_parts(kernel, X[:5], Y[:4])
+    K = kernel(np.ldexp(X[:5], a), np.ldexp(Y[:4], b))
+    expected = np.ldexp(homogeneous, 3 * (a + b)) + np.ldexp(bias, 2 * (a + b))
+    assert np.isfinite(K).all()
+    assert_allclose(K, expected, rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("a, b", [(900, 0), (-900, 100), (500, 500)])
+def test_mlp_kernel_is_exact_at_extreme_scales(a, b, data):
+    X, _, Y = data
+    K = rfmlp_kernel(np.ldexp(X[:5], a), np.ldexp(Y[:4], b))
+    assert_allclose(K, np.ldexp(rfmlp_kernel(X[:5], Y[:4]), a + b), rtol=1e-12)
+    # With a bias the kernel is not homogeneous; it stays finite, and at large
+    # scales it tends to the homogeneous one.
+    K_bias = rfmlp_kernel(np.ldexp(X[:5], a), np.ldexp(Y[:4], b), bias=True)
+    assert np.isfinite(K_bias).all()
+
+
+@pytest.mark.parametrize("kernel", [rfa_kernel, brfa_kernel, rfmlp_kernel])
+def test_kernels_that_overflow_raise(kernel, data):
+    X, _, _ = data
+    with pytest.raises(ValueError, match="overflow float64"):
+        kernel(X[:3] * 1e200)
+
+
+# -- the attention learner -------------------------------------------------------------
+@pytest.fixture
+def layer_data(global_random_seed):
+    return make_attention_layer_regression(
+        n_samples=60,
+        n_heads=1,
+        n_tokens=3,
+        token_dim=2,
+        random_state=global_random_seed,
+    )
+
+
+def test_zero_samples_get_scikit_learns_message(layer_data):
+    X, Y, _ = layer_data
+    with pytest.raises(ValueError, match="0 sample"):
+        MultiHeadAttentionLearner(n_heads=1).fit(X[:0], Y[:0])
+
+
+def test_four_dimensional_targets_are_named(layer_data):
+    X, Y, _ = layer_data
+    with pytest.raises(ValueError, match=r"^Y must be 3-D"):
+        MultiHeadAttentionLearner(n_heads=1).fit(X, Y[..., None])
+
+
+@pytest.mark.parametrize("k", [0, 300, 510])
+def test_softmax_of_huge_scores_is_exact(k, global_random_seed):
+    """Scores 2^(2k) times those of X: beyond float64 for k = 510, yet the
+    attention is the softmax of the scaled scores, a hard max once the gaps
+    times 2^(2k) pass exp's range. The rescaled route equals the direct one
+    where both apply (k = 0, forced)."""
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.standard_normal((20, 4, 3))
+    theta = rng.standard_normal((2, 3, 3))
+    S = attention_weights(np.ldexp(X, k), theta)
+    assert np.isfinite(S).all()
+    assert_allclose(S.sum(axis=-1), 1.0, rtol=1e-12)
+    if k == 0:
+        heads = _layer._Heads(theta, X, np)
+        heads.rescale = True
+        heads.theta_exponent = 0
+        heads.side_scaled = heads.side
+        forced = _layer._attention_keys_first(X, X, heads, np)
+        direct = _layer._attention_keys_first(X, X, _layer._Heads(theta, X, np), np)
+        assert_allclose(forced, direct, rtol=1e-13, atol=1e-300)
+    else:
+        scores = np.einsum("nad,ide,nbe->niab", X, theta, X)
+        top = scores.argmax(axis=-1)
+        gaps = np.sort(scores, axis=-1)
+        hard = np.ldexp(gaps[..., -1] - gaps[..., -2], 2 * k) > 800
+        one_hot = np.eye(4)[top]
+        assert_array_equal(S[hard], one_hot[hard])
+
+
+def test_huge_attention_matrices_and_tokens_give_finite_predictions(layer_data):
+    X, Y, _ = layer_data
+    model = MultiHeadAttentionLearner(n_heads=1, n_init=1, random_state=0).fit(X, Y)
+    model.theta_ = model.theta_ * 1e300
+    assert np.isfinite(model.attention_weights(X * 1e100)).all()
+    assert np.isfinite(model.predict(X)).all()
+    model.values_ = model.values_ * 1e100
+    with pytest.raises(ValueError, match="predictions overflow"):
+        model.predict(X * 1e250)
+
+
+@pytest.mark.parametrize("which", ["X", "Y"])
+def test_objective_that_overflows_at_the_start_is_an_error(which, layer_data):
+    X, Y, _ = layer_data
+    X, Y = (X * 1e200, Y) if which == "X" else (X, Y * 1e200)
+    with pytest.raises(ValueError, match="not finite at the starting point"):
+        MultiHeadAttentionLearner(n_heads=1, n_init=1).fit(X, Y)
+
+
+def test_convergence_warning_points_at_the_callers_line(layer_data):
+    X, Y, _ = layer_data
+    model = MultiHeadAttentionLearner(n_heads=1, n_init=1, max_iter=2, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, Y)
+    records = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(records) == 1
+    assert records[0].filename == __file__
+
+
+def test_divergence_of_first_order_solvers_is_a_value_error(layer_data):
+    X, Y, _ = layer_data
+    model = MultiHeadAttentionLearner(
+        n_heads=1, n_init=1, solver="gd", learning_rate=1e6, max_iter=50
+    )
+    with pytest.raises(ValueError, match="learning_rate"):
+        model.fit(X, Y)
+
+
+def test_device_fake_keeps_extreme_scales_exact(cupy, data):
+    """The rescaling runs through the array module: the same on the device."""
+    X, y, X_test = data
+    model = RandomFeatureAttentionRegressor(n_heads=20, random_state=0)
+    host = model.fit(np.ldexp(X, 100), y).predict(np.ldexp(X_test, 100))
+    model.set_params(device="cuda")
+    device = model.fit(np.ldexp(X, 100), y).predict(np.ldexp(X_test, 100))
+    assert_allclose(device, host, rtol=1e-9)
