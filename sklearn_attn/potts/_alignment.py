@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import math
 import os
+import zlib
 from numbers import Integral, Real
 
 import numpy as np
@@ -56,23 +57,46 @@ def _working_memory_bytes():
 # Reading
 
 
-def _read_text(source):
-    """Text of a path or an open file (text or binary), gunzipped if needed."""
+def _read_text(source, name="source"):
+    """Text of a path or an open file (text or binary), gunzipped if needed.
+
+    Line endings are normalised: LF, CRLF and CR-only files read alike, whether
+    given as a path (gzipped or not) or as an open file in any newline mode.
+    """
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as handle:
             data = handle.read()
     elif hasattr(source, "read"):
         data = source.read()
-        if isinstance(data, str):
-            return data
     else:
         raise TypeError(
-            "source must be a path or an open file; "
+            f"{name} must be a path or an open file; "
             f"got an object of type {type(source).__name__}."
         )
-    if data[:2] == _GZIP_MAGIC:
-        data = gzip.decompress(data)
-    return data.decode("utf-8-sig")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data)
+        if data[:2] == _GZIP_MAGIC:
+            try:
+                data = gzip.decompress(data)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise ValueError(
+                    f"{name} starts like a gzip file but cannot be decompressed "
+                    f"({exc}); is the file complete?"
+                ) from exc
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{name} is not UTF-8 text: byte {exc.object[exc.start]:#04x} at "
+                f"offset {exc.start} cannot be decoded."
+            ) from exc
+    elif isinstance(data, str):
+        data = data.removeprefix("\ufeff")
+    else:
+        raise TypeError(
+            f"{name}.read() must return str or bytes; got {type(data).__name__}."
+        )
+    return data.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _resolve_format(source, format):
@@ -94,7 +118,9 @@ def read_alignment(source, *, format="auto"):
 
     Records start with a ``>`` line (the whole line after ``>`` is the name);
     the sequence may span several lines, and blank lines and white space are
-    ignored. Gzipped input is recognised by its content, whatever its name.
+    ignored. Gzipped input is recognised by its content, whatever its name,
+    and LF, CRLF and CR-only line endings are read alike (from a path, a
+    gzipped path or an open file in any newline mode).
 
     Conventions:
 
@@ -124,7 +150,11 @@ def read_alignment(source, *, format="auto"):
     ------
     ValueError
         For a file without records, text before the first record, a record
-        without sequence, or sequences of different aligned lengths.
+        without sequence, sequences of different aligned lengths, bytes that
+        are not UTF-8, or a gzip stream that cannot be decompressed.
+    TypeError
+        When ``source`` is neither a path nor an object with a ``read``
+        method returning str or bytes.
 
     See Also
     --------
@@ -143,7 +173,7 @@ def read_alignment(source, *, format="auto"):
     format = _resolve_format(source, format)
     text = _read_text(source)
     if format == "a3m":
-        text = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+        text = "\n".join(line for line in text.split("\n") if not line.startswith("#"))
     head, *chunks = ("\n" + text).split("\n>")
     if head.strip():
         raise ValueError(
@@ -196,8 +226,195 @@ def _resolve_alphabet(alphabet):
     return alphabet
 
 
-def _codepoints(strings, length):
-    """(n, length) uint32 code points of equal-length strings, in one conversion."""
+def _decode_ascii(data, where):
+    """``bytes`` as ``str``, one character per byte (ASCII only)."""
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{where} holds the byte {data[exc.start : exc.start + 1]!r} at position "
+            f"{exc.start}, which is not ASCII; bytes are read one character per "
+            "byte, so decode non-ASCII text to str first."
+        ) from None
+
+
+def _row_string(row, name, s):
+    """One sequence as a str: a str, ASCII bytes, or a sequence of characters."""
+    if isinstance(row, str):
+        return row
+    if isinstance(row, bytes):
+        return _decode_ascii(row, f"{name}[{s}]")
+    if isinstance(row, np.ndarray) and row.ndim == 1:
+        row = row.tolist()
+    if isinstance(row, (list, tuple)):
+        if all(isinstance(char, str) for char in row):
+            joined = "".join(row)
+        elif all(isinstance(char, bytes) for char in row):
+            joined = _decode_ascii(b"".join(row), f"{name}[{s}]")
+        else:
+            kind = bytes if isinstance(row[0], bytes) else str
+            wrong = next(char for char in row if not isinstance(char, kind))
+            raise TypeError(
+                f"{name}[{s}] must hold single characters, all str or all bytes; "
+                f"found {type(wrong).__name__} ({wrong!r})."
+            )
+        # Each entry is one column: the total length is the number of entries
+        # exactly when no entry is empty and none is longer than one character.
+        if len(joined) != len(row) or not all(map(len, row)):
+            wrong = next(char for char in row if len(char) != 1)
+            raise ValueError(
+                f"{name}[{s}] is a sequence of characters, so each entry must be "
+                f"one character; found {wrong!r}."
+            )
+        return joined
+    raise TypeError(
+        f"{name} must hold strings (or sequences of single characters); found "
+        f"{type(row).__name__} ({row!r}) at {name}[{s}]."
+    )
+
+
+def _array_codepoints(array, name):
+    """Code points ``(n, L)`` of a NumPy unicode or bytes array of text."""
+    if array.ndim == 0:
+        raise TypeError(
+            f"{name} must be a sequence of aligned strings, not a single string."
+        )
+    if array.ndim > 2:
+        raise ValueError(
+            f"{name} must be 1-D (one string per sequence) or 2-D (one character "
+            f"per entry); got an array of strings of shape {array.shape}."
+        )
+    if array.shape[0] == 0:
+        raise ValueError(
+            f"{name} is empty (0 sequences); at least one sequence is needed."
+        )
+    if array.dtype.kind == "S":
+        width = array.dtype.itemsize
+        raw = np.ascontiguousarray(array).view(np.uint8)
+        bad = raw.reshape(array.shape + (width,)) >= 128
+        if bad.any():
+            where = tuple(int(k) for k in np.argwhere(bad)[0][:-1])
+            _decode_ascii(bytes(array[where]), f"{name}[{', '.join(map(str, where))}]")
+        array = array.astype(f"<U{width}")  # ASCII: one character per byte
+    lengths = np.char.str_len(array)
+    if array.ndim == 2:
+        if array.shape[1] and not np.all(lengths == 1):
+            s, i = (int(k) for k in np.argwhere(lengths != 1)[0])
+            raise ValueError(
+                f"{name} is a 2-D array of strings, so each entry must be one "
+                f"character (a column); {name}[{s}, {i}] is {str(array[s, i])!r}."
+            )
+        length = array.shape[1]
+        array = array.astype("<U1")
+    else:
+        _check_aligned(lengths, name)
+        length = int(lengths[0])
+        array = array.astype(f"<U{max(length, 1)}")
+    if length == 0:
+        raise ValueError(f"{name} holds empty strings (0 columns); nothing to encode.")
+    return np.ascontiguousarray(array).view(np.uint32).reshape(-1, length)
+
+
+def _check_aligned(lengths, name):
+    ragged = np.flatnonzero(lengths != lengths[0])
+    if ragged.size:
+        s = int(ragged[0])
+        raise ValueError(
+            f"The sequences are not aligned: {name}[{s}] has length {lengths[s]}, "
+            f"but {name}[0] has length {lengths[0]}."
+        )
+
+
+def _is_text(X):
+    """Whether ``X`` holds aligned text (rather than integer codes).
+
+    Text is a str or bytes, a NumPy unicode or bytes array, or a sequence (or
+    object array) whose first entry is a string or a sequence of characters.
+    An empty list or tuple counts as text, so that it gets a "0 sequences"
+    message rather than NumPy's advice on 1-D arrays.
+    """
+    if isinstance(X, (str, bytes)):
+        return True
+    if isinstance(X, np.ndarray):
+        if X.dtype.kind in "US":
+            return True
+        if X.dtype.kind != "O" or X.size == 0:
+            return False
+        first = X.flat[0]
+    elif isinstance(X, (list, tuple)):
+        if len(X) == 0:
+            return True
+        first = X[0]
+    else:
+        return False
+    if isinstance(first, (str, bytes)):
+        return True
+    if isinstance(first, np.ndarray) and first.dtype.kind in "US":
+        return True
+    if isinstance(first, (list, tuple, np.ndarray)) and len(first):
+        return isinstance(first[0], (str, bytes))
+    return False
+
+
+def _text_view(X):
+    """A pandas Series or DataFrame of strings as an object array; else ``X``.
+
+    Other array-likes pass unchanged, so that integer DataFrames keep their
+    feature names through ``validate_data``.
+    """
+    if isinstance(X, (np.ndarray, list, tuple, str, bytes)) or not hasattr(
+        X, "__array__"
+    ):
+        return X
+    dtype = getattr(X, "dtype", None)  # a Series
+    dtypes = [dtype] if dtype is not None else list(getattr(X, "dtypes", []))
+    if dtypes and all(getattr(d, "kind", None) in ("O", "U", "S") for d in dtypes):
+        return np.asarray(X, dtype=object)
+    return X
+
+
+def _text_codepoints(sequences, name="sequences"):
+    """Code points ``(n_sequences, n_columns)``, uint32, of aligned text.
+
+    The text forms :func:`encode_sequences` accepts: an iterable of str, of
+    ASCII bytes, or of sequences of single characters; a NumPy unicode or
+    bytes array, 1-D of strings or 2-D of single characters; an object array
+    of any of these; a pandas Series or DataFrame of strings. ``sequences``
+    itself is never modified.
+    """
+    sequences = _text_view(sequences)
+    if isinstance(sequences, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a sequence of aligned strings, not a single string."
+        )
+    if isinstance(sequences, np.ndarray) and sequences.dtype.kind in "US":
+        return _array_codepoints(sequences, name)
+    if isinstance(sequences, np.ndarray):
+        if sequences.ndim == 0:
+            raise TypeError(
+                f"{name} must be a sequence of aligned strings; got a 0-d array "
+                f"of dtype {sequences.dtype}."
+            )
+        rows = sequences.tolist()
+    else:
+        try:
+            rows = list(sequences)
+        except TypeError:
+            raise TypeError(
+                f"{name} must be a sequence of aligned strings; got an object of "
+                f"type {type(sequences).__name__}."
+            ) from None
+    if not rows:
+        raise ValueError(
+            f"{name} is empty (0 sequences); at least one sequence is needed."
+        )
+    strings = [_row_string(row, name, s) for s, row in enumerate(rows)]
+    lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    _check_aligned(lengths, name)
+    length = int(lengths[0])
+    if length == 0:
+        raise ValueError(f"{name} holds empty strings (0 columns); nothing to encode.")
+    # One conversion for all the strings.
     return np.asarray(strings, dtype=f"<U{length}").view(np.uint32).reshape(-1, length)
 
 
@@ -206,8 +423,18 @@ def encode_sequences(sequences, alphabet="protein"):
 
     Parameters
     ----------
-    sequences : sequence of str
-        Aligned sequences, all of the same length.
+    sequences : sequence of str, or array-like of str or bytes
+        Aligned sequences, all of the same length, in any of these forms:
+
+        * an iterable of ``str`` (``["AC-D", "ACED"]``);
+        * an iterable of ASCII ``bytes``, read one character per byte;
+        * an iterable of sequences of single characters
+          (``[["A", "C"], ["A", "D"]]``);
+        * a NumPy unicode or bytes array, 1-D of strings or 2-D of single
+          characters (``np.array([list("AC"), list("AD")])``), or an object
+          array holding any of the above.
+
+        ``sequences`` is not modified.
     alphabet : str, default="protein"
         A name in :data:`ALPHABETS` (``"protein"``, ``"dna"``, ``"rna"``) or
         any string of distinct characters; character ``k`` gets code ``k``.
@@ -223,9 +450,14 @@ def encode_sequences(sequences, alphabet="protein"):
     Raises
     ------
     ValueError
-        For ragged sequences (naming the first one of a different length) or
-        a character outside the alphabet (naming the character, the sequence
-        index and the 0-based position).
+        For no sequences, ragged sequences (naming the first one of a
+        different length), empty strings, a multi-character entry where
+        single characters are expected, non-ASCII bytes, or a character
+        outside the alphabet (naming the character, the sequence index and
+        the 0-based position).
+    TypeError
+        For a single string, or entries that are neither strings nor
+        sequences of characters.
 
     See Also
     --------
@@ -239,32 +471,16 @@ def encode_sequences(sequences, alphabet="protein"):
            [1, 2, 3]])
     >>> encode_sequences(["GAT-"], alphabet="dna")
     array([[3, 1, 4, 0]])
+    >>> encode_sequences([list("GA"), [b"T", b"-"]], alphabet="dna")
+    array([[3, 1],
+           [4, 0]])
     """
     alphabet = _resolve_alphabet(alphabet)
-    if isinstance(sequences, (str, bytes)):
-        raise TypeError("sequences must be a sequence of strings, not a single string.")
-    sequences = list(sequences)
-    if not sequences:
-        raise ValueError("sequences is empty; at least one sequence is needed.")
-    kinds = {type(s) for s in sequences}
-    if not all(issubclass(kind, str) for kind in kinds):
-        wrong = next(s for s in sequences if not isinstance(s, str))
-        raise TypeError(
-            f"sequences must hold strings; found {type(wrong).__name__} ({wrong!r})."
-        )
-    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
-    length = int(lengths[0])
-    ragged = np.flatnonzero(lengths != length)
-    if ragged.size:
-        s = int(ragged[0])
-        raise ValueError(
-            f"sequences are not aligned: sequences[{s}] has length {lengths[s]}, "
-            f"but sequences[0] has length {length}."
-        )
-    if length == 0:
-        raise ValueError("sequences are empty strings; nothing to encode.")
-    points = _codepoints(sequences, length)
+    return _encode_codepoints(_text_codepoints(sequences), alphabet)
 
+
+def _encode_codepoints(points, alphabet, name="sequences"):
+    """Codes of the code points ``(n, L)`` over a resolved alphabet."""
     keys = [ord(c) for c in alphabet]
     values = list(range(len(alphabet)))
     if alphabet == alphabet.upper():
@@ -282,7 +498,7 @@ def encode_sequences(sequences, alphabet="protein"):
         s, i = (int(k) for k in np.argwhere(~known)[0])
         n_unknown = int(known.size - np.count_nonzero(known))
         raise ValueError(
-            f"sequences[{s}] has {sequences[s][i]!r} at position {i} (0-based), "
+            f"{name}[{s}] has {chr(points[s, i])!r} at position {i} (0-based), "
             f"which is not in the alphabet {alphabet!r} ({n_unknown} unknown "
             "character(s) in all)."
         )
@@ -290,7 +506,13 @@ def encode_sequences(sequences, alphabet="protein"):
 
 
 def _check_codes(codes, name="codes"):
-    codes = np.asarray(codes)
+    try:
+        codes = np.asarray(codes)
+    except ValueError:  # NumPy refuses ragged nested sequences
+        raise ValueError(
+            f"{name} must be a 2-D array (n_sequences, n_columns); its rows have "
+            "different lengths."
+        ) from None
     if codes.ndim != 2:
         raise ValueError(
             f"{name} must be a 2-D array (n_sequences, n_columns); got shape "

@@ -3,15 +3,54 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Iterable
 from fractions import Fraction
 from numbers import Integral, Real
 
 import numpy as np
 
-from ._alignment import _working_memory_bytes
+from ._alignment import _read_text, _working_memory_bytes
 
 __all__ = ["apc", "frobenius_scores", "read_contact_map", "contact_precision"]
+
+
+def _real_array(value, name):
+    """``value`` as a NumPy array of real numbers (bool, integer or float).
+
+    Object arrays of numbers are converted to float64; strings, complex
+    numbers and ragged nested sequences are refused with ``name`` in the
+    message.
+    """
+    try:
+        array = np.asarray(value)
+    except ValueError:  # NumPy refuses ragged nested sequences
+        raise ValueError(
+            f"{name} must be a numeric array; its rows have different lengths."
+        ) from None
+    if array.dtype.kind == "O":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{name} must hold real numbers; got objects that are not."
+            ) from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers; got dtype {array.dtype}.")
+    return array
+
+
+def _power_of_two_scale(largest):
+    """A power of two ``s`` with ``largest / s`` in [1, 2), or 1.0 for zero.
+
+    Dividing by a power of two is exact, so computing on ``array / s`` and
+    multiplying back gives the same bits as computing on ``array`` wherever
+    that does not overflow or underflow, and a finite result where it would.
+    """
+    if largest == 0:
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(largest)[1]) - 1))
 
 
 def apc(scores):
@@ -31,7 +70,17 @@ def apc(scores):
     -------
     corrected : ndarray of shape (L, L)
         A new array with a zero diagonal. If all off-diagonal scores are
-        zero, the correction is zero.
+        zero, the correction is zero. Scores of any finite magnitude are
+        corrected without overflow or underflow (they are rescaled by a power
+        of two, which is exact).
+
+    Raises
+    ------
+    ValueError
+        For a matrix that is not square with ``L >= 2``, NaN or infinity off
+        the diagonal, ragged rows, or a correction that overflows float64.
+    TypeError
+        For scores that are not real numbers (strings, complex numbers).
 
     See Also
     --------
@@ -47,7 +96,8 @@ def apc(scores):
            [ 0.5  ,  0.   ,  0.125],
            [-0.5  ,  0.125,  0.   ]])
     """
-    scores = np.array(scores, dtype=np.float64)  # a copy: the diagonal is zeroed
+    # A copy: the diagonal is zeroed.
+    scores = np.array(_real_array(scores, "scores"), dtype=np.float64)
     if scores.ndim != 2 or scores.shape[0] != scores.shape[1] or scores.shape[0] < 2:
         raise ValueError(
             f"scores must be a square (L, L) matrix with L >= 2; got shape "
@@ -57,12 +107,22 @@ def apc(scores):
     np.fill_diagonal(scores, 0.0)
     if not np.isfinite(scores).all():
         raise ValueError("scores contains NaN or infinity off the diagonal.")
+    # Scores of any finite magnitude: the products of means stay in range.
+    scale = _power_of_two_scale(max(scores.max(), -scores.min()))
+    scores /= scale
     row_means = scores.sum(axis=1) / (n - 1)
     col_means = scores.sum(axis=0) / (n - 1)
     mean = scores.sum() / (n * (n - 1))
     if mean != 0.0:
         scores -= np.outer(row_means, col_means) / mean
     np.fill_diagonal(scores, 0.0)
+    with np.errstate(over="ignore"):  # checked below
+        scores *= scale
+    if not np.isfinite(scores).all():
+        raise ValueError(
+            "The average-product correction of scores overflows float64 (largest "
+            f"|score| {scale:.3g}); rescale scores."
+        )
     return scores
 
 
@@ -82,16 +142,29 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
     ----------
     couplings : array-like of shape (L, q, L, q)
         ``couplings[i, a, j, b]`` couples state ``a`` at site ``i`` with
-        state ``b`` at site ``j``. Diagonal blocks are ignored.
+        state ``b`` at site ``j``; finite real numbers, ``L, q >= 1``.
+        Diagonal blocks are ignored.
     zero_sum_gauge : bool, default=False
         Remove the row and column means of each block before the norm.
     exclude_states : int, sequence of int or None, default=None
-        States dropped from every block first, e.g. ``0`` for the gap.
+        States dropped from every block first, e.g. ``0`` for the gap; an
+        empty sequence drops none.
 
     Returns
     -------
     scores : ndarray of shape (L, L)
-        Symmetric, with a zero diagonal.
+        Symmetric, with a zero diagonal. Couplings of any finite magnitude
+        are scored without overflow or underflow (they are rescaled by a
+        power of two, which is exact).
+
+    Raises
+    ------
+    ValueError
+        For a shape other than ``(L, q, L, q)``, no site or no state, NaN or
+        infinity, ``exclude_states`` outside ``[0, q)`` or removing every
+        state, or norms beyond the float64 range.
+    TypeError
+        For couplings that are not real numbers.
 
     See Also
     --------
@@ -112,7 +185,7 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
            [3.5, 0. , 0. ],
            [0. , 0. , 0. ]])
     """
-    couplings = np.asarray(couplings)
+    couplings = _real_array(couplings, "couplings")
     if (
         couplings.ndim != 4
         or couplings.shape[0] != couplings.shape[2]
@@ -122,13 +195,25 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
             f"couplings must have shape (L, q, L, q); got {couplings.shape}."
         )
     n_sites, n_states = couplings.shape[:2]
+    if n_sites == 0 or n_states == 0:
+        raise ValueError(
+            "couplings must have at least one site and one state; got shape "
+            f"{couplings.shape}."
+        )
     keep = np.arange(n_states)
     if exclude_states is not None:
-        excluded = np.atleast_1d(np.asarray(exclude_states))
-        if (
-            not np.issubdtype(excluded.dtype, np.integer)
-            or excluded.ndim != 1
-            or (excluded.size and (excluded.min() < 0 or excluded.max() >= n_states))
+        try:
+            excluded = np.atleast_1d(np.asarray(exclude_states))
+        except ValueError:  # ragged
+            excluded = None
+        if excluded is None or (
+            excluded.size  # an empty sequence excludes nothing
+            and (
+                not np.issubdtype(excluded.dtype, np.integer)
+                or excluded.ndim != 1
+                or excluded.min() < 0
+                or excluded.max() >= n_states
+            )
         ):
             raise ValueError(
                 "exclude_states must be an integer or a sequence of integers in "
@@ -137,6 +222,11 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
         keep = np.setdiff1d(keep, excluded)
         if keep.size == 0:
             raise ValueError("exclude_states removes every state.")
+    largest = max(float(couplings.max()), -float(couplings.min()))
+    if not math.isfinite(largest):
+        raise ValueError("couplings contains NaN or infinity.")
+    # Couplings of any finite magnitude: the squares stay in range.
+    scale = _power_of_two_scale(largest)
     dtype = np.result_type(couplings.dtype, np.float64)
     # Each row block of sites holds a few (b, q, L, q) temporaries.
     row_bytes = 4 * np.dtype(dtype).itemsize * n_states * n_sites * n_states
@@ -146,7 +236,7 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
         rows = slice(start, min(start + block, n_sites))
         forward = couplings[rows][:, keep][:, :, :, keep]
         backward = couplings[:, :, rows][:, keep][:, :, :, keep].transpose(2, 3, 0, 1)
-        blocks = (forward.astype(dtype) + backward) / 2.0
+        blocks = (forward.astype(dtype) / scale + backward / scale) / 2.0
         if zero_sum_gauge:
             blocks = (
                 blocks
@@ -160,6 +250,13 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
     # the two so that the output is exactly symmetric.
     scores = (scores + scores.T) / 2.0
     np.fill_diagonal(scores, 0.0)
+    with np.errstate(over="ignore"):  # checked below
+        scores *= scale
+    if not np.isfinite(scores).all():
+        raise ValueError(
+            "The Frobenius norms of couplings overflow float64 (largest |coupling| "
+            f"{largest:.3g}); rescale couplings."
+        )
     return scores
 
 
@@ -177,13 +274,22 @@ def read_contact_map(path):
     Parameters
     ----------
     path : str, path-like or file object
-        The table; a name ending in ``.gz`` is decompressed.
+        The table, gzipped or not (recognised by its content), with LF, CRLF
+        or CR line endings; ``#`` starts a comment.
 
     Returns
     -------
     i, j : ndarray of int64, shape (n_pairs,)
         The columns of each pair, counted from 0.
     distance : ndarray of float64, shape (n_pairs,)
+
+    Raises
+    ------
+    ValueError
+        For an empty table, a line that is not four numbers, or column
+        numbers that are not integers in ``[1, 2**53]``.
+    TypeError
+        When ``path`` is neither a path nor an open file.
 
     See Also
     --------
@@ -197,17 +303,35 @@ def read_contact_map(path):
     >>> i, j, d
     (array([0, 1]), array([6, 8]), array([ 4.5, 12. ]))
     """
-    table = np.loadtxt(path, dtype=np.float64, ndmin=2)
-    if table.size == 0:
-        raise ValueError(f"The contact map {path!r} is empty.")
+    if isinstance(path, (str, os.PathLike)):
+        where = repr(os.fspath(path))
+    elif hasattr(path, "name"):
+        where = repr(path.name)
+    else:
+        where = f"read from a {type(path).__name__}"
+    # Read like read_alignment: gzip by content, LF, CRLF and CR alike.
+    lines = _read_text(path, name="path").split("\n")
+    if not any(line.partition("#")[0].strip() for line in lines):
+        raise ValueError(f"The contact map {where} is empty.")
+    try:
+        table = np.loadtxt(lines, dtype=np.float64, ndmin=2)
+    except ValueError as exc:
+        raise ValueError(
+            f"The contact map {where} must hold four numbers per line "
+            f"(i j score distance): {exc}"
+        ) from None
     if table.shape[1] != 4:
         raise ValueError(
             f"The contact map must have 4 columns (i j score distance); got "
             f"{table.shape[1]}."
         )
     pairs = table[:, :2]
-    if not (np.isfinite(pairs).all() and (pairs == np.round(pairs)).all()) or (
-        pairs.min() < 1
+    # Integers up to 2**53 are exact in float64 and fit in int64.
+    if not (
+        np.isfinite(pairs).all()
+        and (pairs == np.round(pairs)).all()
+        and pairs.min() >= 1
+        and pairs.max() <= 2**53
     ):
         raise ValueError(
             "The contact map's first two columns must be integer column numbers "
@@ -254,7 +378,8 @@ def contact_precision(
     Parameters
     ----------
     scores : array-like of shape (L, L)
-        Contact scores (e.g. APC-corrected Frobenius norms).
+        Contact scores (e.g. APC-corrected Frobenius norms); NaN at a
+        candidate pair is an error, as it cannot be ranked.
     i, j : array-like of int, shape (n_pairs,)
         Pairs of columns, counted from 0 (as from :func:`read_contact_map`).
     distance : array-like of shape (n_pairs,)
@@ -289,12 +414,12 @@ def contact_precision(
     >>> contact_precision(scores, i, j, distance, top=[1, 2, "L/5"])
     {1: 1.0, 2: 0.5, 'L/5': 0.5}
     """
-    scores = np.asarray(scores, dtype=np.float64)
+    scores = _real_array(scores, "scores").astype(np.float64, copy=False)
     if scores.ndim != 2 or scores.shape[0] != scores.shape[1]:
         raise ValueError(f"scores must be a square (L, L) matrix; got {scores.shape}.")
     n_sites = scores.shape[0]
-    i, j = np.asarray(i), np.asarray(j)
-    distance = np.asarray(distance, dtype=np.float64)
+    i, j = _real_array(i, "i"), _real_array(j, "j")
+    distance = _real_array(distance, "distance").astype(np.float64, copy=False)
     if not (
         i.ndim == j.ndim == distance.ndim == 1 and i.size == j.size == distance.size
     ):
@@ -303,7 +428,7 @@ def contact_precision(
             f"{j.shape}, {distance.shape}."
         )
     for name, index in (("i", i), ("j", j)):
-        if not np.issubdtype(index.dtype, np.integer):
+        if index.size and not np.issubdtype(index.dtype, np.integer):
             raise TypeError(
                 f"{name} must hold integer column indices; got {index.dtype}."
             )
@@ -311,13 +436,17 @@ def contact_precision(
             raise ValueError(
                 f"{name} must hold column indices in [0, {n_sites}) (counted from 0)."
             )
-    if not isinstance(min_separation, Integral) or min_separation < 0:
+    if (
+        not isinstance(min_separation, Integral)
+        or isinstance(min_separation, bool)
+        or min_separation < 0
+    ):
         raise ValueError(
             f"min_separation must be a non-negative integer; got {min_separation!r}."
         )
-    if not isinstance(cutoff, Real) or not cutoff > 0:
+    if not isinstance(cutoff, Real) or isinstance(cutoff, bool) or not cutoff > 0:
         raise ValueError(f"cutoff must be a positive number; got {cutoff!r}.")
-    if isinstance(top, (str, Integral)):
+    if isinstance(top, (str, Integral)) or not isinstance(top, Iterable):
         top = [top]
     sizes = {k: _resolve_top(k, n_sites) for k in top}
 
@@ -331,6 +460,8 @@ def contact_precision(
         )
     if np.unique(low * n_sites + high).size != low.size:
         raise ValueError("The contact map lists a pair more than once.")
+    if np.isnan(scores[low, high]).any():
+        raise ValueError("scores contains NaN at a candidate pair; it cannot rank.")
     order = np.lexsort((high, low, -scores[low, high]))
     hits = np.cumsum(distance[order] < cutoff)
     precision = {}

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import time
-from numbers import Integral, Real
+from collections.abc import Iterable
+from numbers import Integral, Number, Real
 
 import numpy as np
 import scipy.optimize
 from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    assert_all_finite,
+    check_is_fitted,
+    validate_data,
+)
 
 from .._backend import (
     DeviceCacheMixin,
@@ -22,7 +28,16 @@ from .._backend import (
     to_output,
 )
 from .._validation import check_sample_weight
-from ._alignment import ALPHABETS, encode_sequences, sequence_weights
+from .._warnings import warn_at_caller
+from ._alignment import (
+    ALPHABETS,
+    _encode_codepoints,
+    _is_text,
+    _resolve_alphabet,
+    _text_codepoints,
+    _text_view,
+    sequence_weights,
+)
 from ._contacts import apc, frobenius_scores
 from ._model import (
     FactoredAttention,
@@ -74,7 +89,9 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     alphabet : str, default="protein"
         Used when ``X`` holds aligned strings: ``"protein"``
         (``-ACDEFGHIKLMNPQRSTVWY``, gap included), ``"dna"``, ``"rna"``, or any
-        string of distinct characters. Integer codes ignore it.
+        string of distinct characters. Integer codes ignore it. Predictions
+        encode text over the fitted ``states_``, whatever ``alphabet`` is set
+        to after ``fit``.
     alpha_fields : float, default=0.01
         Penalty ``alpha_h`` on the fields (plmc's ``-lh``).
     alpha_couplings : float, default=None
@@ -105,7 +122,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     ----------
     states_ : ndarray of shape (n_states,)
         The states: the alphabet's characters for string input, the distinct
-        codes seen in ``fit`` for integer input.
+        codes seen in ``fit`` for integer input (in the dtype of ``X``).
     n_sites_ : int
         Alignment length ``L``.
     fields_ : ndarray of shape (n_sites, n_states)
@@ -121,7 +138,8 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     objective_ : float
         plmc's objective at the solution, in plmc's units.
     n_iter_ : int
-        Number of L-BFGS iterations.
+        Number of L-BFGS iterations. A fit that stops at ``max_iter`` before
+        reaching ``tol`` emits a :class:`~sklearn.exceptions.ConvergenceWarning`.
     loss_curve_ : list of float
         plmc's objective after each iteration.
     n_features_in_ : int
@@ -198,23 +216,73 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
     def _encode(self, X, *, reset):
         """Integer codes in ``0 .. n_states - 1``, shape (n, L)."""
-        sequences = _as_sequences(X)
-        if sequences is not None:
-            codes = encode_sequences(sequences, alphabet=self._alphabet_string())
-            if reset:
-                self.states_ = np.array(list(self._alphabet_string()))
-                self._string_input = True
-            elif not getattr(self, "_string_input", False):
+        text = _text_view(X)
+        if _is_text(text):
+            return self._encode_text(text, reset=reset)
+        return self._encode_codes(X, reset=reset)
+
+    def _encode_text(self, X, *, reset):
+        if reset:
+            alphabet = _resolve_alphabet(self._alphabet_string())
+        points = _text_codepoints(X, name="X")
+        if not reset:
+            if not getattr(self, "_string_input", False):
                 raise ValueError(
                     "X holds strings but the model was fitted on integer codes."
                 )
-            codes = validate_data(self, codes, reset=reset, dtype=None)
-            if codes.shape[1] < 2:
-                raise ValueError(
-                    f"X has {codes.shape[1]} site(s); at least 2 are needed."
+            # The fitted states, not the parameter: predictions never depend on
+            # an alphabet set after fit.
+            alphabet = "".join(self.states_)
+        codes = _encode_codepoints(points, alphabet, name="X")
+        if reset:
+            self.states_ = np.array(list(alphabet))
+            self._string_input = True
+        codes = validate_data(self, codes, reset=reset, dtype=None)
+        if codes.shape[1] < 2:
+            raise ValueError(f"X has {codes.shape[1]} site(s); at least 2 are needed.")
+        return codes
+
+    def _encode_codes(self, X, *, reset):
+        if X is None or isinstance(X, (Number, np.generic)):
+            raise TypeError(
+                "X must be integer state codes of shape (n_samples, n_sites) or a "
+                f"sequence of aligned strings; got {type(X).__name__} ({X!r})."
+            )
+        if isinstance(X, (list, tuple)):
+            try:
+                X = np.asarray(X)
+            except ValueError:  # NumPy refuses ragged nested sequences
+                lengths = [len(row) if hasattr(row, "__len__") else 1 for row in X]
+                s = next((k for k, n in enumerate(lengths) if n != lengths[0]), None)
+                why = (
+                    "its rows are not flat sequences of numbers"
+                    if s is None
+                    else f"its rows have different lengths: X[{s}] has "
+                    f"{lengths[s]} entries, but X[0] has {lengths[0]}"
                 )
-            return codes
+                raise ValueError(
+                    "X must be integer state codes of shape (n_samples, n_sites); "
+                    f"{why}."
+                ) from None
+        if isinstance(X, np.ndarray):
+            if X.dtype.kind == "c":
+                raise ValueError(  # scikit-learn's wording, then ours
+                    f"Complex data not supported: X has dtype {X.dtype}, and must "
+                    "hold integer state codes (or aligned strings with an "
+                    "alphabet)."
+                )
+            if X.ndim > 2:
+                raise ValueError(
+                    "X must be integer state codes of shape (n_samples, n_sites) "
+                    f"or a sequence of aligned strings; got an array of shape "
+                    f"{X.shape}."
+                )
         X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
+        if X.dtype.kind in "US":
+            raise ValueError(
+                "X mixes integer codes and strings; give either integer state "
+                "codes or aligned sequences, not both."
+            )
         if X.dtype.kind == "O":
             try:
                 X = X.astype(np.float64)
@@ -223,11 +291,18 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                     "X must hold integer state codes (or aligned strings with an "
                     "alphabet); its objects are not numbers."
                 ) from exc
+            assert_all_finite(X, input_name="X")  # None became NaN
         if X.dtype.kind not in "iub":
-            if X.dtype.kind != "f" or not np.all(X == np.round(X)):
+            if X.dtype.kind == "f":
+                integral = X == np.round(X)
+            else:
+                integral = np.zeros(X.shape, dtype=bool)
+            if not integral.all():
+                row, col = np.argwhere(~integral)[0]
                 raise ValueError(
                     "X must hold integer state codes (or aligned strings with an "
-                    f"alphabet); got values of dtype {X.dtype} that are not integers."
+                    f"alphabet); got values of dtype {X.dtype} that are not "
+                    f"integers, such as X[{row}, {col}] = {X[row, col].item()!r}."
                 )
         if X.shape[1] < 2:
             raise ValueError(
@@ -272,9 +347,19 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_sites) or sequence of str
-            Integer state codes, or aligned sequences (strings of equal length)
-            in the ``alphabet``.
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Either integer state codes: an integer or bool array, or floats
+            with integer values (as scikit-learn accepts ``1.0`` as a class
+            label; ``states_`` keeps their dtype), or aligned sequences of
+            equal length in the ``alphabet``, in any of these text forms: a
+            list of str or of ASCII bytes (one character per byte), a list of
+            sequences of single characters, a NumPy unicode or bytes array
+            (1-D of strings, or 2-D of single characters), an object array or
+            a pandas Series or DataFrame of these. ``X`` is not modified.
+            Non-integral, NaN or complex values, ragged rows, no sequences,
+            fewer than 2 sites, and codes mixed with text raise a
+            ``ValueError`` naming ``X``; a single string or entries that are
+            neither raise a ``TypeError``.
         y : None
             Ignored.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -285,6 +370,13 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         -------
         self : object
             The fitted model.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When L-BFGS stops at ``max_iter`` iterations (or at scipy's limit
+            of objective evaluations) before reaching ``tol``; ``n_iter_`` says
+            how many iterations were done.
         """
         device = resolve_device(self.device, X)
         self._clear_device_cache()
@@ -396,6 +488,19 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             )
         self.n_iter_ = int(result.nit)
         self.objective_ = float(result.fun * scale)
+        if result.status == 1:  # a limit was reached before the tolerance
+            if result.nit >= self.max_iter:
+                stop = f"in max_iter={self.max_iter} L-BFGS iterations"
+            else:
+                stop = (
+                    f"in {result.nfev} objective evaluations (scipy's limit; "
+                    f"{result.nit} of max_iter={self.max_iter} iterations done)"
+                )
+            warn_at_caller(
+                f"PottsPseudoLikelihood.fit did not converge {stop}: tol="
+                f"{self.tol} was not reached. Increase max_iter, or loosen tol.",
+                ConvergenceWarning,
+            )
         return result.x / precondition
 
     def _store(self, parametrization, theta):
@@ -435,8 +540,9 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_sites) or sequence of str
-            Sequences in the layout seen in ``fit``.
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
 
         Returns
         -------
@@ -453,8 +559,9 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_sites) or sequence of str
-            Sequences in the layout seen in ``fit``.
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
 
         Returns
         -------
@@ -474,8 +581,9 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_sites) or sequence of str
-            Sequences in the layout seen in ``fit``.
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
 
         Returns
         -------
@@ -493,8 +601,9 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_sites) or sequence of str
-            Sequences in the layout seen in ``fit``.
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
         y : None
             Ignored.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -554,8 +663,12 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         gauge : {"zero-sum", "fitted"}, default="zero-sum"
             Score ``couplings_`` (zero-sum gauge), or the couplings in the gauge
             chosen by the penalty, as plmc does.
-        exclude_states : sequence of states, default=None
-            States left out of the Frobenius norms (e.g. ``["-"]`` for the gap).
+        exclude_states : state, sequence of states or None, default=None
+            States left out of the Frobenius norms (e.g. ``["-"]`` for the
+            gap): entries of ``states_``, one or several; a str is read as its
+            characters, and an empty sequence leaves out nothing. A state the
+            model does not know raises a ``ValueError`` that lists
+            ``states_``; a nested sequence raises a ``TypeError``.
 
         Returns
         -------
@@ -568,11 +681,43 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         couplings = self.couplings_ if gauge == "zero-sum" else self._fitted_couplings
         excluded = None
         if exclude_states is not None:
-            excluded = [
-                int(np.flatnonzero(self.states_ == s)[0]) for s in exclude_states
-            ]
+            excluded = self._state_indices(exclude_states, "exclude_states") or None
         scores = frobenius_scores(couplings, exclude_states=excluded)
         return apc(scores) if apc_correction else scores
+
+    def _state_indices(self, states, name):
+        """Positions in ``states_`` of a state or a sequence of states."""
+        if isinstance(states, str):  # a string of states, one per character
+            items = list(states)
+        elif isinstance(states, np.ndarray):
+            items = states.tolist() if states.ndim else [states.item()]
+        elif isinstance(states, Iterable) and not isinstance(states, bytes):
+            items = list(states)
+        else:  # a single state
+            items = [states]
+        known = self.states_.tolist()
+        position = {state: k for k, state in enumerate(known)}
+        indices = []
+        for state in items:
+            if isinstance(state, np.generic):
+                state = state.item()
+            if isinstance(state, (list, tuple, set, dict, np.ndarray)):
+                raise TypeError(
+                    f"{name} must be a state or a flat sequence of states (entries "
+                    f"of states_ = {known}); found a {type(state).__name__} "
+                    f"({state!r})."
+                )
+            try:
+                index = position.get(state)
+            except TypeError:  # unhashable: cannot be a state
+                index = None
+            if index is None:
+                raise ValueError(
+                    f"{name} must hold states of the model, i.e. entries of "
+                    f"states_ = {known}; {state!r} is not one of them."
+                )
+            indices.append(index)
+        return indices
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -580,16 +725,3 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         tags.input_tags.string = True
         tags.target_tags.required = False
         return tags
-
-
-def _as_sequences(X):
-    """Aligned strings as a list of str, or ``None`` when ``X`` holds codes."""
-    if isinstance(X, str):
-        raise TypeError(
-            "X must be a sequence of aligned strings or a 2-D array, not a str."
-        )
-    if isinstance(X, np.ndarray) and X.dtype.kind in "US":
-        return ["".join(row) for row in X] if X.ndim == 2 else [str(s) for s in X]
-    if isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
-        return list(X)
-    return None

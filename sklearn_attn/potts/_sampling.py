@@ -75,13 +75,19 @@ def _check_beta(beta):
 
 def _as_real_array(value, name, expected):
     try:
-        array = np.asarray(to_host(value), dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"{name} must be a real array of shape {expected}; got "
-            f"{type(value).__name__}."
-        ) from exc
-    return array
+        array = np.asarray(to_host(value))
+    except ValueError:  # NumPy refuses ragged nested sequences
+        array = None
+    if array is not None and array.dtype.kind != "c":  # complex would lose its imag
+        try:
+            return array.astype(np.float64, copy=False)
+        except (TypeError, ValueError):
+            pass
+    if array is not None and array.dtype.kind == "c":
+        got = f"complex values (dtype {array.dtype})"
+    else:
+        got = type(value).__name__
+    raise TypeError(f"{name} must be a real array of shape {expected}; got {got}.")
 
 
 def _check_model(couplings, fields, *, require_symmetric=False):
@@ -133,7 +139,13 @@ def _check_model(couplings, fields, *, require_symmetric=False):
 
 def _check_codes(codes, n_sites, n_states, name="codes", rows="n_samples"):
     """Integer states of shape (n, L) in [0, q), as a new int64 NumPy array."""
-    array = np.asarray(to_host(codes))
+    try:
+        array = np.asarray(to_host(codes))
+    except ValueError:  # NumPy refuses ragged nested sequences
+        raise ValueError(
+            f"{name} must have shape ({rows}, L) with L = {n_sites} sites; its rows "
+            "have different lengths."
+        ) from None
     # Integral floats (e.g. codes read from a text file) are accepted.
     integral = array.dtype.kind in "iu" or (
         array.dtype.kind == "f"
@@ -284,7 +296,13 @@ def _check_initial(initial, n_sites, n_states, n_chains):
     """
     if initial is None:
         return None
-    array = np.asarray(to_host(initial))
+    try:
+        array = np.asarray(to_host(initial))
+    except ValueError:  # NumPy refuses ragged nested sequences
+        raise ValueError(
+            "initial must have shape (n_chains, L) or (L,); its rows have "
+            "different lengths."
+        ) from None
     if array.ndim == 1:
         array = np.broadcast_to(array[None, :], (n_chains, array.shape[0]))
     elif array.ndim == 2 and n_chains is not None and array.shape[0] != n_chains:
@@ -413,7 +431,11 @@ def gibbs_sample(
         n_chains = _check_int(n_chains, "n_chains", 1)
     burn_in = _check_int(burn_in, "burn_in", 0)
     thin = _check_int(thin, "thin", 1)
-    if n_chains is None and np.ndim(initial) != 2:
+    try:
+        initial_ndim = np.ndim(initial)
+    except ValueError:  # ragged rows, which _check_initial reports
+        initial_ndim = None
+    if n_chains is None and initial_ndim != 2:
         n_chains = min(n_samples, _DEFAULT_MAX_CHAINS)
     initial = _check_initial(initial, n_sites, n_states, n_chains)
     device = _resolve(device, couplings, fields)
