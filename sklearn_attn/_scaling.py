@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["array_exponent", "row_exponents", "scale_by_power_of_two"]
+__all__ = [
+    "array_exponent",
+    "r2_score_at_any_scale",
+    "row_exponents",
+    "scale_by_power_of_two",
+]
 
 # Largest absolute entries in [2^-16, 2^16] need no rescaling: a cube of such
 # values, times a Gram matrix's worth of terms, stays far inside float32's
@@ -55,3 +60,25 @@ def array_exponent(X, xp=np):
 def scale_by_power_of_two(values, exponents, xp=np):
     """``values * 2^exponents`` exactly; ``exponents`` broadcasts against ``values``."""
     return xp.ldexp(values, xp.asarray(exponents, dtype=np.int32))
+
+
+def r2_score_at_any_scale(y_true, y_pred, **kwargs):
+    """scikit-learn's ``r2_score``, exact for targets of any finite magnitude.
+
+    R^2 is invariant to scaling both arguments, but its sums of squares overflow
+    for targets beyond ~1e154: both are divided by the same power of two first.
+    ``y_true`` and ``y_pred`` are host arrays (or array-likes).
+    """
+    from sklearn.metrics import r2_score
+
+    y_true = np.asarray(y_true)
+    y_pred = np.asarray(y_pred)
+    if y_true.dtype.kind in "biuf" and y_pred.dtype.kind in "biuf":
+        largest = max(
+            np.abs(y_true).max(initial=0.0), np.abs(y_pred).max(initial=0.0)
+        )
+        if np.isfinite(largest):
+            exponent = array_exponent(np.asarray(largest))
+            y_true = np.ldexp(y_true.astype(np.float64), -exponent)
+            y_pred = np.ldexp(y_pred.astype(np.float64), -exponent)
+    return float(r2_score(y_true, y_pred, **kwargs))

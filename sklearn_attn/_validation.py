@@ -24,12 +24,39 @@ __all__ = [
 ]
 
 
+def _as_array(A, name):
+    """``A`` itself if it has a shape (arrays, frames), else ``np.asarray(A)``,
+    with a message naming ``A`` for ragged nested lists."""
+    if hasattr(A, "shape"):  # arrays, device arrays, data frames (names kept)
+        return A
+    try:
+        return np.asarray(A)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{name} could not be read as an array (are its rows of different "
+            f"lengths?): {exc}"
+        ) from None
+
+
+def _reject_complex(A, name):
+    """scikit-learn's "Complex data not supported", naming the argument."""
+    dtypes = getattr(A, "dtypes", None)  # a data frame's columns (or a Series')
+    if dtypes is None or not hasattr(dtypes, "__iter__"):
+        dtypes = [getattr(A, "dtype", None)]
+    for dtype in dtypes:
+        # getattr: pandas extension dtypes have no NumPy equivalent.
+        if getattr(dtype, "kind", None) == "c":
+            raise ValueError(
+                f"Complex data not supported: {name} must hold real numbers; got "
+                f"dtype {dtype}."
+            )
+
+
 def _token_layout(X, token_dim, what="X"):
     """Return ``(X_2d, n_tokens, token_dim)`` for 2-D or 3-D token input."""
-    ndim = getattr(X, "ndim", None)
-    if ndim is None:
-        X = np.asarray(X)
-        ndim = X.ndim
+    X = _as_array(X, what)
+    _reject_complex(X, what)
+    ndim = X.ndim
     if token_dim is not None and (
         not isinstance(token_dim, numbers.Integral)
         or isinstance(token_dim, bool)
@@ -141,7 +168,7 @@ def check_token_array(
 
 
 def check_target_shape(y, name, *, max_ndim, min_ndim=1, layout=None):
-    """Refuse targets of the wrong dimension with a message about the target.
+    """Refuse targets of the wrong dimension (or complex ones), naming the target.
 
     scikit-learn's own message ("Found array with dim 3, while dim <= 2 is
     required") reads as if the (legitimately 3-D) token input were wrong.
@@ -150,14 +177,9 @@ def check_target_shape(y, name, *, max_ndim, min_ndim=1, layout=None):
     """
     if y is None or isinstance(y, str):
         return
-    ndim = getattr(y, "ndim", None)
-    shape = getattr(y, "shape", None)
-    if ndim is None:
-        try:
-            array = np.asarray(y)
-        except (ValueError, TypeError):
-            return  # ragged or exotic: the numeric conversion reports it
-        ndim, shape = array.ndim, array.shape
+    y = _as_array(y, name)
+    _reject_complex(y, name)
+    ndim, shape = y.ndim, y.shape
     if min_ndim <= ndim <= max_ndim:
         return
     if layout is None:

@@ -359,3 +359,81 @@ def test_device_fake_keeps_extreme_scales_exact(cupy, data):
     model.set_params(device="cuda")
     device = model.fit(np.ldexp(X, 100), y).predict(np.ldexp(X_test, 100))
     assert_allclose(device, host, rtol=1e-9)
+
+
+# -- found by the property tests -------------------------------------------------------
+@pytest.mark.parametrize("where", ["X", "y"])
+def test_complex_input_names_the_argument(where, data):
+    X, y, _ = data
+    X, y = (X + 1j, y) if where == "X" else (X, y + 1j)
+    with pytest.raises(ValueError, match=f"Complex data not supported: {where} "):
+        RandomFeatureAttentionRegressor(n_heads=5).fit(X, y)
+
+
+@pytest.mark.parametrize("kernel", [rfa_kernel, brfa_kernel, rfmlp_kernel])
+def test_kernels_name_empty_one_dimensional_and_complex_input(kernel):
+    with pytest.raises(ValueError, match="token input for X"):
+        kernel([])
+    with pytest.raises(ValueError, match="Complex data not supported: X"):
+        kernel((np.ones((2, 3, 2)) + 1j).tolist())
+
+
+def test_leave_one_out_needs_two_weighted_samples(data):
+    X, y, _ = data
+    model = RandomFeatureAttentionRegressor(n_heads=5, alpha=[1e-3, 1.0])
+    with pytest.raises(ValueError, match="at least 2 samples of positive weight"):
+        model.fit(X[:1], y[:1])
+    weights = np.zeros(len(X))
+    weights[0] = 1.0
+    with pytest.raises(ValueError, match="got 1"):
+        model.fit(X, y, sample_weight=weights)
+    # Without an intercept one sample's leave-one-out error is defined.
+    model.set_params(fit_intercept=False).fit(X[:1], y[:1])
+    assert np.isfinite(model.loo_mse_).all()
+
+
+@pytest.mark.parametrize("exponent", [600, -600])
+def test_sample_weights_at_any_scale_give_the_unit_weight_fit(exponent, data):
+    """Ridge with weights 2^k w and penalty 2^k alpha is the fit with (w, alpha)."""
+    X, y, X_test = data
+    weights = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    model = RandomFeatureAttentionRegressor(n_heads=20, alpha=1e-2, random_state=0)
+    reference = model.fit(X, y, sample_weight=weights).predict(X_test)
+    model.set_params(alpha=np.ldexp(1e-2, exponent))
+    scaled = model.fit(X, y, sample_weight=np.ldexp(weights, exponent))
+    assert_allclose(scaled.predict(X_test), reference, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        RandomFeatureAttentionRegressor(n_heads=20, random_state=0),
+        RFMLP(n_features=40, random_state=0),
+    ],
+)
+def test_score_is_exact_for_huge_targets(estimator, data):
+    """R^2 is scale-free; its sums of squares overflow beyond ~1e154 unless the
+    targets are rescaled first (by a power of two, so exactly)."""
+    X, y, _ = data
+    unit = estimator.fit(X, y).score(X, y)
+    huge = estimator.fit(X, np.ldexp(y, 600)).score(X, np.ldexp(y, 600))
+    assert huge == pytest.approx(unit, rel=1e-12)
+
+
+def test_learner_score_is_exact_for_huge_targets(layer_data):
+    X, Y, _ = layer_data
+    model = MultiHeadAttentionLearner(n_heads=1, n_init=1, random_state=0).fit(X, Y)
+    unit = model.score(X, Y)
+    model.values_ = np.ldexp(model.values_, 600)
+    assert model.score(X, np.ldexp(Y, 600)) == pytest.approx(unit, rel=1e-12)
+
+
+def test_float32_features_that_would_be_subnormal_raise(data):
+    """Tokens of 1e-14 in float32: their cubes (1e-42) are float32 subnormals,
+    of few significant bits; transform says so instead of returning them."""
+    X, _, _ = data
+    transformer = AttentionRandomFeatures(n_heads=5, value_bias=False, random_state=0)
+    transformer.fit(X)
+    with pytest.raises(ValueError, match="underflow"):
+        transformer.transform((X * 1e-14).astype(np.float32))
+    assert np.isfinite(transformer.transform((X * 1e-14).astype(np.float64))).all()

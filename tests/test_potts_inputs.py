@@ -507,3 +507,45 @@ def test_no_convergence_warning_when_converged(global_random_seed):
         warnings.simplefilter("error", ConvergenceWarning)
         model = PottsPseudoLikelihood("full", random_state=global_random_seed).fit(X)
     assert model.n_iter_ < model.max_iter
+
+
+# -- found by the property tests -------------------------------------------------------
+def test_empty_and_one_dimensional_code_arrays_name_x():
+    with pytest.raises(ValueError, match="X is empty"):
+        PottsPseudoLikelihood().fit(np.array([]))
+    with pytest.raises(ValueError, match=r"X must be .* shape \(3,\). Reshape"):
+        PottsPseudoLikelihood().fit(np.array([0, 1, 2]))
+
+
+@pytest.mark.parametrize(
+    "penalties",
+    [
+        dict(alpha_fields=0.0),
+        dict(alpha_couplings=0.0),
+        dict(alpha_fields=0.0, alpha_couplings=0.0),
+    ],
+)
+def test_zero_penalties_with_unseen_states_stay_finite(penalties):
+    """Without a penalty a state a site never shows has no curvature at the
+    start (its optimum is at infinity): the preconditioner must not divide by it."""
+    X = ["TGC", "AA-", "---"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = PottsPseudoLikelihood(
+            "full", alphabet="dna", max_iter=50, random_state=0, **penalties
+        ).fit(X)
+    assert np.isfinite(model.objective_)
+    assert np.isfinite(model.predict_proba(X)).all()
+    assert np.isfinite(model.contact_scores()).all()
+
+
+@pytest.mark.parametrize("value", ["no", None, 1, 0.0])
+def test_boolean_flags_are_checked(value):
+    model = PottsPseudoLikelihood(max_iter=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit([[0, 1, 2], [1, 1, 0], [2, 0, 1]])
+    with pytest.raises(TypeError, match="apc_correction must be True or False"):
+        model.contact_scores(apc_correction=value)
+    with pytest.raises(TypeError, match="zero_sum_gauge must be True or False"):
+        frobenius_scores(model.couplings_, zero_sum_gauge=value)

@@ -9,7 +9,6 @@ import numpy as np
 import scipy.optimize
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import r2_score
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -22,6 +21,7 @@ from .._backend import (
     to_host,
     to_output,
 )
+from .._scaling import r2_score_at_any_scale
 from .._validation import check_target_shape, check_token_array
 from .._warnings import warn_at_caller
 from ._layer import attention_weights as _attention_weights
@@ -743,13 +743,11 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
                 f"{y.shape}."
             )
         n = len(y)
-        return float(
-            r2_score(
-                y.reshape(n, -1),
-                pred.reshape(n, -1),
-                sample_weight=sample_weight,
-                multioutput="uniform_average",
-            )
+        return r2_score_at_any_scale(
+            y.reshape(n, -1),
+            pred.reshape(n, -1),
+            sample_weight=sample_weight,
+            multioutput="uniform_average",
         )
 
     def __sklearn_tags__(self):

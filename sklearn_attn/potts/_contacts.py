@@ -185,6 +185,10 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
            [3.5, 0. , 0. ],
            [0. , 0. , 0. ]])
     """
+    if not isinstance(zero_sum_gauge, (bool, np.bool_)):
+        raise TypeError(
+            f"zero_sum_gauge must be True or False; got {zero_sum_gauge!r}."
+        )
     couplings = _real_array(couplings, "couplings")
     if (
         couplings.ndim != 4

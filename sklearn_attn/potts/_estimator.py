@@ -271,11 +271,22 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                     "hold integer state codes (or aligned strings with an "
                     "alphabet)."
                 )
-            if X.ndim > 2:
+            if X.size == 0 and X.ndim < 2:
+                raise ValueError(
+                    "X is empty (0 sequences); give integer state codes of shape "
+                    "(n_samples, n_sites) or a sequence of aligned strings."
+                )
+            if X.ndim != 2:
                 raise ValueError(
                     "X must be integer state codes of shape (n_samples, n_sites) "
                     f"or a sequence of aligned strings; got an array of shape "
                     f"{X.shape}."
+                    + (
+                        " Reshape your data with X.reshape(1, -1) if it is a "
+                        "single sequence."
+                        if X.ndim == 1
+                        else ""
+                    )
                 )
         X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
         if X.dtype.kind in "US":
@@ -444,9 +455,16 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         self.loss_curve_ = []
         # Optimise the per-site mean (tolerances then mean the same at any size),
         # in coordinates where the Hessian's diagonal is about one.
-        precondition = (
-            np.ones_like(theta0) if curvature is None else np.sqrt(curvature / scale)
-        )
+        if curvature is None:
+            precondition = np.ones_like(theta0)
+        else:
+            # Without a penalty, a state a site never (or always) shows has no
+            # curvature at the start: the objective is flat there to second
+            # order, and falls towards an optimum at infinity. Any positive
+            # scale preconditions it; the smallest positive one keeps it tame.
+            positive = curvature[curvature > 0]
+            floor = positive.min() if positive.size else scale
+            precondition = np.sqrt(np.maximum(curvature, floor) / scale)
 
         def fun(u):
             theta = u / precondition
@@ -676,6 +694,10 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             Symmetric, zero diagonal; Frobenius norms of the ``q x q`` blocks.
         """
         check_is_fitted(self)
+        if not isinstance(apc_correction, (bool, np.bool_)):
+            raise TypeError(
+                f"apc_correction must be True or False; got {apc_correction!r}."
+            )
         if gauge not in ("zero-sum", "fitted"):
             raise ValueError(f"gauge must be 'zero-sum' or 'fitted'; got {gauge!r}.")
         couplings = self.couplings_ if gauge == "zero-sum" else self._fitted_couplings

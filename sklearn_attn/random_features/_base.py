@@ -21,10 +21,16 @@ from .._backend import (
     free_device_memory,
     resolve_device,
     to_device,
+    to_host,
     to_output,
 )
 from .._ridge import fit_ridge
-from .._scaling import array_exponent, row_exponents, scale_by_power_of_two
+from .._scaling import (
+    array_exponent,
+    r2_score_at_any_scale,
+    row_exponents,
+    scale_by_power_of_two,
+)
 from .._validation import check_sample_weight, check_target_shape, check_token_array
 
 # A fitted coefficient below this keeps fewer than 53 significant bits once its
@@ -142,23 +148,29 @@ class _RandomFeatureTransformer(
                 slice(0, feature_map.n_samples), slice(0, feature_map.n_features)
             )
             if exponents is not None:
-                with np.errstate(over="ignore"):  # checked just below
-                    out = scale_by_power_of_two(
-                        out, feature_map.degree * exponents[:, None], xp
-                    )
-                if not bool(xp.isfinite(out).all()):
-                    raise _out_of_range(
-                        self,
-                        f"the features are not representable in {out.dtype}",
-                        float(xp.abs(feature_map.X).max()),
-                        "(they overflow)"
-                        + (
-                            "; float64 input has a larger range"
-                            if out.dtype == np.float32
-                            else ""
-                        ),
-                    )
+                out = self._scale_back_features(out, exponents, feature_map, xp)
         return to_output(out, device)
+
+    def _scale_back_features(self, scaled, exponents, feature_map, xp):
+        """``Phi = scaled * 2^(degree e)`` row by row, or an error where ``Phi``
+        leaves the normal range of its dtype (overflow, or a row whose largest
+        feature would be a subnormal number, of reduced precision)."""
+        shift = feature_map.degree * exponents[:, None]
+        with np.errstate(over="ignore", under="ignore"):  # checked just below
+            out = scale_by_power_of_two(scaled, shift, xp)
+        info = np.finfo(out.dtype)
+        row_max = xp.abs(out).max(axis=1)
+        lost = (xp.abs(scaled).max(axis=1) > 0) & (row_max < info.tiny)
+        overflow = not bool(xp.isfinite(out).all())
+        if overflow or bool(lost.any()):
+            raise _out_of_range(
+                self,
+                f"the features are not representable in {out.dtype}",
+                float(xp.abs(feature_map.X).max()),
+                f"(they {'overflow' if overflow else 'underflow'})"
+                + ("; float64 input has a larger range" if info.bits == 32 else ""),
+            )
+        return out
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -223,6 +235,22 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         check_target_shape(y, "y", max_ndim=2)
         X, y = self._validate_tokens(X, y, reset=True)
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
+        if alphas.size > 1 and self.fit_intercept:
+            n_weighted = (
+                X.shape[0] if sample_weight is None else int((sample_weight > 0).sum())
+            )
+            if n_weighted < 2:
+                raise ValueError(
+                    f"alpha={_alpha_text(alphas)} is chosen by leave-one-out error, "
+                    "which needs at least 2 samples of positive weight with "
+                    f"fit_intercept=True; got {n_weighted}."
+                )
+        # Ridge with weights w and penalty alpha is ridge with w / c and alpha / c:
+        # a power of two keeps the weights' squares and sums in range.
+        weight_exponent = 0
+        if sample_weight is not None:
+            weight_exponent = array_exponent(sample_weight)
+            sample_weight = np.ldexp(sample_weight, -weight_exponent)
         self._draw_weights(
             check_random_state(self.random_state), X.shape[1], X.shape[2]
         )
@@ -244,7 +272,9 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             solution = fit_ridge(
                 feature_map,
                 np.ldexp(y_2d, -y_exponent),
-                self._scaled_alphas(alphas, 2 * feature_exponent, xp, X_dev),
+                self._scaled_alphas(
+                    alphas, 2 * feature_exponent + weight_exponent, xp, X_dev
+                ),
                 sample_weight=sample_weight,
                 fit_intercept=self.fit_intercept,
                 mode=self.solver,
@@ -361,6 +391,32 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         if coef.ndim == 1:
             out = out[:, 0]
         return to_output(out, device)
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of the predictions.
+
+        As :meth:`sklearn.base.RegressorMixin.score`, and exact for targets of
+        any finite magnitude (its sums of squares are formed on rescaled
+        values).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, token_dim) or \
+                (n_samples, n_tokens * token_dim)
+            Token input in the layout seen in ``fit``.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            True targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+            R^2 of ``predict(X)`` against ``y``.
+        """
+        return r2_score_at_any_scale(
+            to_host(y), to_host(self.predict(X)), sample_weight=sample_weight
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
