@@ -1,5 +1,10 @@
 """MultiHeadAttentionLearner and match_heads: scikit-learn checks, recovery of planted
-layers, gradients of the training objective, refit, solvers, bad input."""
+layers, gradients of the training objective, refit, solvers, bad input.
+
+Tests on random data draw the planted layer, the data and the starting points from
+``global_random_seed``. Each bound holds for every seed in 0-99; its comment gives
+the reason and the worst value over that sweep.
+"""
 
 import pickle
 import warnings
@@ -54,16 +59,33 @@ def test_sklearn_compatible(estimator, check):
 # -- fixtures ------------------------------------------------------------------
 
 
+def _seeds(seed):
+    """Independent seeds for the planted layer and training data, the test data
+    and the learner's starts, derived from ``seed`` (``global_random_seed``).
+
+    One int for both data and learner would make the first start a scaled copy
+    of the planted layer: both draw a standard normal (Theta, W) first from
+    ``RandomState(seed)``.
+    """
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(3)]
+
+
+def _start_seed(seed):
+    """The learner's ``random_state`` for ``global_random_seed``."""
+    return _seeds(seed)[2]
+
+
 def _planted(
     n_samples=300, n_heads=2, n_tokens=4, token_dim=3, noise=0.0, seed=0, **kwargs
 ):
+    data_seed, test_seed, _ = _seeds(seed)
     X, Y, layer = make_attention_layer_regression(
         n_samples,
         n_heads=n_heads,
         n_tokens=n_tokens,
         token_dim=token_dim,
         noise=noise,
-        random_state=seed,
+        random_state=data_seed,
         **kwargs,
     )
     X_test, Y_test, _ = make_attention_layer_regression(
@@ -72,9 +94,20 @@ def _planted(
         n_tokens=n_tokens,
         token_dim=token_dim,
         layer=layer,
-        random_state=seed + 1,
+        random_state=test_seed,
     )
     return X, Y, X_test, Y_test, layer
+
+
+# Exact recovery needs the global minimum of a non-convex objective. With
+# token_dim=3, about 7% of two-head L-BFGS starts (up to 62% on some planted
+# layers) and 1% of one-head starts at 60 samples stop in a spurious minimum: a
+# head mixing both true ones, or one escaping to ever sharper attention; 0.1-0.5%
+# still do at token_dim=6. At token_dim=8, the largest dimension of the pilots in
+# the paper notes (D.1: every restart succeeded), none of more than 5,000 starts
+# of one- and two-head sweeps did, so the recovery tests use it; their n_init
+# restarts are the margin a user would keep.
+RECOVERY_DIM = 8
 
 
 def _relative_mse(pred, target):
@@ -85,10 +118,24 @@ def _relative_mse(pred, target):
 
 
 @pytest.mark.parametrize("n_heads", [1, 2])
-def test_recovers_a_planted_layer(n_heads):
-    X, Y, X_test, Y_test, layer = _planted(n_heads=n_heads)
-    model = MultiHeadAttentionLearner(n_heads, n_init=2, random_state=0).fit(X, Y)
-    # Noiseless and well-specified: the pilots reach 1e-15 to 1e-20 (round-off).
+def test_recovers_a_planted_layer(n_heads, global_random_seed):
+    """Noiseless, well-specified data from a generic planted layer is fitted exactly.
+
+    300 samples give 9600 equations for at most 256 parameters, and a generic
+    layer is identifiable up to the order of its heads. Every start of seeds
+    0-99 reached the global minimum (see RECOVERY_DIM), the kept one at round-off
+    level: worst test error 1.0e-16 against the bound 1e-10. The parameters are
+    then pinned down to the stopping rule (gradient below tol=1e-8, amplified in
+    ill-conditioned directions): worst 3.0e-8 (theta) and 1.3e-8 (values)
+    against 1e-5.
+    """
+    seed = global_random_seed
+    X, Y, X_test, Y_test, layer = _planted(
+        n_heads=n_heads, token_dim=RECOVERY_DIM, seed=seed
+    )
+    model = MultiHeadAttentionLearner(
+        n_heads, n_init=2, random_state=_start_seed(seed)
+    ).fit(X, Y)
     assert _relative_mse(model.predict(X_test), Y_test) < 1e-10
     matched = match_heads(model.theta_, model.values_, layer.theta, layer.values)
     assert matched.theta_error < 1e-5 and matched.values_error < 1e-5
@@ -96,46 +143,71 @@ def test_recovers_a_planted_layer(n_heads):
     assert model.n_iter_ == len(model.loss_curve_)
 
 
-def test_separate_parametrization_recovers_and_factors_multiply():
-    X, Y, X_test, Y_test, layer = _planted(n_heads=1)
+def test_separate_parametrization_recovers_and_factors_multiply(global_random_seed):
+    """Full-rank factors Q K^T reach the same exact fit as ``Theta`` itself.
+
+    As for the combined parametrization every start of seeds 0-99 reached the
+    global minimum; worst test error 2.3e-16 against the bound 1e-10.
+    """
+    seed = global_random_seed
+    d = RECOVERY_DIM
+    X, Y, X_test, Y_test, layer = _planted(n_heads=1, token_dim=d, seed=seed)
     model = MultiHeadAttentionLearner(
-        1, parametrization="separate", n_init=2, random_state=0
+        1, parametrization="separate", n_init=2, random_state=_start_seed(seed)
     ).fit(X, Y)
-    assert model.query_factors_.shape == model.key_factors_.shape == (1, 3, 3)
+    assert model.query_factors_.shape == model.key_factors_.shape == (1, d, d)
     assert_allclose(
         model.theta_, model.query_factors_ @ model.key_factors_.transpose(0, 2, 1)
     )
     assert _relative_mse(model.predict(X_test), Y_test) < 1e-10
     low_rank = clone(model).set_params(rank=1, n_init=1).fit(X, Y)
     assert np.linalg.matrix_rank(low_rank.theta_[0]) == 1
-    assert low_rank.query_factors_.shape == (1, 3, 1)
+    assert low_rank.query_factors_.shape == (1, d, 1)
     # Switching back drops the factor attributes.
     combined = clone(model).set_params(parametrization="combined").fit(X, Y)
     assert not hasattr(combined, "query_factors_")
 
 
-def test_too_few_heads_cannot_fit_two_head_data():
-    X, Y, X_test, Y_test, _ = _planted(n_heads=2, n_tokens=5, token_dim=4)
-    one = MultiHeadAttentionLearner(1, n_init=2, random_state=0).fit(X, Y)
-    # A generic second head carries a sizeable share of the output (observed ~0.2).
+def test_too_few_heads_cannot_fit_two_head_data(global_random_seed):
+    """One head cannot represent two generic ones (distinct Theta_i, comparable W_i).
+
+    The second head carries a sizeable share of the output: the one-head fit
+    keeps a test error of 0.053 to 0.45 over seeds 0-99 (exact fits reach 1e-16),
+    far above the bound 1e-3. A spurious minimum could only raise it.
+    """
+    seed = global_random_seed
+    X, Y, X_test, Y_test, _ = _planted(n_heads=2, n_tokens=5, token_dim=4, seed=seed)
+    one = MultiHeadAttentionLearner(1, n_init=2, random_state=_start_seed(seed))
+    one.fit(X, Y)
     assert _relative_mse(one.predict(X_test), Y_test) > 1e-3
 
 
-def test_grid_search_picks_the_number_of_heads():
-    X, Y, *_ = _planted(n_samples=240, n_heads=2, n_tokens=4, token_dim=3)
+def test_grid_search_picks_the_number_of_heads(global_random_seed):
+    """Two heads fit held-out folds exactly, one head cannot (see above).
+
+    Every two-head fit of seeds 0-99 (160 samples, two starts) reached the exact
+    solution: the worst best_score_ is 1 - 1.1e-16 against the bound 1 - 1e-4;
+    one head scores 0.54 to 0.82.
+    """
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=240, n_heads=2, token_dim=RECOVERY_DIM, seed=seed)
     search = GridSearchCV(
-        MultiHeadAttentionLearner(n_init=1, random_state=0), {"n_heads": [1, 2]}, cv=3
+        MultiHeadAttentionLearner(n_init=2, random_state=_start_seed(seed)),
+        {"n_heads": [1, 2]},
+        cv=3,
+        refit=False,
     ).fit(X, Y)
     assert search.best_params_ == {"n_heads": 2}
     assert search.best_score_ > 0.9999
 
 
-def test_final_values_are_the_exact_refit():
+def test_final_values_are_the_exact_refit(global_random_seed):
     """With theta_ fixed, values_ minimise the ridge objective: lstsq on the design."""
-    X, Y, *_ = _planted(n_samples=80, noise=0.1)
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=80, noise=0.1, seed=seed)
     alpha = 0.01
     model = MultiHeadAttentionLearner(
-        2, alpha=alpha, n_init=1, max_iter=30, random_state=0
+        2, alpha=alpha, n_init=1, max_iter=30, random_state=_start_seed(seed)
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -161,8 +233,8 @@ def test_final_values_are_the_exact_refit():
 @pytest.mark.parametrize(
     "kind, rank", [("combined", None), ("separate", 3), ("separate", 2)]
 )
-def test_objective_gradient_matches_finite_differences(kind, rank):
-    rng = np.random.default_rng(0)
+def test_objective_gradient_matches_finite_differences(kind, rank, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
     X = rng.choice([-1.0, 1.0], size=(6, 4, 3))
     Y = rng.normal(size=(6, 4, 3))
     param = _Parametrization(kind, 2, 3, rank or 3)
@@ -188,15 +260,19 @@ def test_objective_gradient_matches_finite_differences(kind, rank):
     assert_allclose(grad, numeric, atol=1e-7 * np.abs(numeric).max())
 
 
-def test_weight_decay_shrinks_the_parameters():
-    X, Y, *_ = _planted(n_samples=100, n_heads=1)
-    free = MultiHeadAttentionLearner(1, n_init=1, random_state=0).fit(X, Y)
-    decayed = MultiHeadAttentionLearner(1, alpha=0.1, n_init=1, random_state=0).fit(
-        X, Y
-    )
+def test_weight_decay_shrinks_the_parameters(global_random_seed):
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=100, n_heads=1, token_dim=RECOVERY_DIM, seed=seed)
+    kwargs = dict(n_init=2, random_state=_start_seed(seed))
+    free = MultiHeadAttentionLearner(1, **kwargs).fit(X, Y)
+    decayed = MultiHeadAttentionLearner(1, alpha=0.1, **kwargs).fit(X, Y)
 
     # If both are global minima, f(w_a) + a/2 |w_a|^2 <= f(w_0) + a/2 |w_0|^2 and
-    # f(w_0) <= f(w_a) give |w_a| <= |w_0| (for the whole vector, not each block).
+    # f(w_0) <= f(w_a) give |w_a| <= |w_0| (for the whole vector, not each block),
+    # strictly, as w_0 (the planted layer, f = 0) is not stationary once a > 0;
+    # then f(w_a) > 0, so the training score drops below 1. Every start of seeds
+    # 0-99 reached the global minimum (see RECOVERY_DIM); worst |w_a| / |w_0| =
+    # 0.96 and smallest score drop 1.9e-3.
     def norm(model):
         return np.hypot(np.linalg.norm(model.theta_), np.linalg.norm(model.values_))
 
@@ -205,53 +281,89 @@ def test_weight_decay_shrinks_the_parameters():
 
 
 @pytest.mark.parametrize(
-    "solver, batch_size", [("gd", None), ("adam", None), ("adam", 32)]
+    "solver, batch_size, learning_rate",
+    [("gd", None, 0.05), ("adam", None, 0.05), ("adam", 32, 0.02)],
 )
-def test_first_order_solvers_decrease_the_loss(solver, batch_size):
-    X, Y, *_ = _planted(n_samples=100, n_heads=1)
+def test_first_order_solvers_decrease_the_loss(
+    solver, batch_size, learning_rate, global_random_seed
+):
+    """60 epochs cut the objective at least tenfold.
+
+    Full-batch gradient descent with a step below 1/L (L the local smoothness)
+    decreases the objective at every step (descent lemma); steps of 0.1 already
+    overshoot for some seeds of 0-99, so 0.05 leaves a factor 2 (worst step
+    ratio 0.97). Its final objective is then at most the last recorded one, as
+    the refit of the values is exact. Adam is not a descent method (and
+    mini-batch epochs record a mean over moving iterates), so only the overall
+    decrease is checked. The landscape is the benign one of RECOVERY_DIM: a start
+    caught in a spurious minimum need not decrease tenfold. Worst over seeds
+    0-99 of loss_curve_[-1] / loss_curve_[0]: 0.0048 (gd), 0.0054 (adam), 0.0025
+    (adam, batch 32), against the bound 0.1.
+    """
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=100, n_heads=1, token_dim=RECOVERY_DIM, seed=seed)
     model = MultiHeadAttentionLearner(
         1,
         solver=solver,
         batch_size=batch_size,
-        learning_rate=0.05 if solver == "adam" else 0.5,
+        learning_rate=learning_rate,
         max_iter=60,
         n_init=1,
-        random_state=0,
+        random_state=_start_seed(seed),
     )
     with pytest.warns(ConvergenceWarning, match="max_iter=60"):
         model.fit(X, Y)
-    assert model.n_iter_ == 60 == len(model.loss_curve_)
-    assert model.loss_curve_[-1] < 0.5 * model.loss_curve_[0]
-    # The final refit can only lower the objective.
-    assert model.loss_ <= model.loss_curve_[-1] * (1 + 1e-12)
+    curve = np.asarray(model.loss_curve_)
+    assert model.n_iter_ == 60 == len(curve)
+    assert curve[-1] < 0.1 * curve[0]
+    assert model.loss_ < 0.1 * curve[0]
+    if solver == "gd":
+        assert np.all(np.diff(curve) < 0)
+        assert model.loss_ <= curve[-1]
 
 
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
-def test_first_order_divergence_is_reported():
-    X, Y, *_ = _planted(n_samples=50, n_heads=1)
-    with pytest.raises(FloatingPointError, match="lower learning_rate"):
+def test_first_order_divergence_is_reported(global_random_seed):
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=50, n_heads=1, seed=seed)
+    # A step of 1e6, millions of times a stable one (see above), overflows within
+    # a few iterations whatever the data.
+    with pytest.raises(ValueError, match="diverged.*lower learning_rate"):
         MultiHeadAttentionLearner(
-            1, solver="gd", learning_rate=1e6, max_iter=50, n_init=1, random_state=0
+            1,
+            solver="gd",
+            learning_rate=1e6,
+            max_iter=50,
+            n_init=1,
+            random_state=_start_seed(seed),
         ).fit(X, Y)
 
 
-def test_lbfgs_reports_non_convergence():
-    X, Y, *_ = _planted(n_samples=50, n_heads=1)
+def test_lbfgs_reports_non_convergence(global_random_seed):
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=50, n_heads=1, seed=seed)
     with pytest.warns(ConvergenceWarning, match="max_iter=2"):
-        MultiHeadAttentionLearner(1, max_iter=2, n_init=1).fit(X, Y)
+        MultiHeadAttentionLearner(
+            1, max_iter=2, n_init=1, random_state=_start_seed(seed)
+        ).fit(X, Y)
 
 
 # -- API -----------------------------------------------------------------------
 
 
-def test_flat_and_3d_layouts_agree():
-    X, Y, *_ = _planted(n_samples=60, n_heads=1)
+def test_flat_and_3d_layouts_agree(global_random_seed):
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=60, n_heads=1, seed=seed)
     n = len(X)
-    model_3d = MultiHeadAttentionLearner(1, n_init=1, random_state=0).fit(X, Y)
-    model_2d = MultiHeadAttentionLearner(1, n_init=1, token_dim=3, random_state=0).fit(
-        X.reshape(n, -1), Y.reshape(n, -1)
-    )
+    # The same numbers in the same order: the fits agree to the last bit (seeds
+    # 0-99), far inside the tolerances.
+    model_3d = MultiHeadAttentionLearner(
+        1, n_init=1, random_state=_start_seed(seed)
+    ).fit(X, Y)
+    model_2d = MultiHeadAttentionLearner(
+        1, n_init=1, token_dim=3, random_state=_start_seed(seed)
+    ).fit(X.reshape(n, -1), Y.reshape(n, -1))
     assert_allclose(model_2d.theta_, model_3d.theta_, rtol=1e-10, atol=1e-12)
     assert model_3d.predict(X).shape == X.shape
     assert model_2d.predict(X.reshape(n, -1)).shape == (n, 12)
@@ -263,14 +375,20 @@ def test_flat_and_3d_layouts_agree():
     assert model_3d.score(X, Y) == pytest.approx(score, rel=1e-9)
 
 
-def test_n_queries_models_the_first_tokens():
-    X, Y, X_test, Y_test, layer = _planted(n_heads=1)
-    model = MultiHeadAttentionLearner(1, n_queries=2, n_init=1, random_state=0)
+def test_n_queries_models_the_first_tokens(global_random_seed):
+    seed = global_random_seed
+    d = RECOVERY_DIM
+    X, Y, X_test, Y_test, layer = _planted(n_heads=1, token_dim=d, seed=seed)
+    model = MultiHeadAttentionLearner(
+        1, n_queries=2, n_init=2, random_state=_start_seed(seed)
+    )
     model.fit(X, Y[:, :2])
-    assert model.predict(X_test).shape == (1000, 2, 3)
+    # Two of four output tokens still identify one head: every start of seeds
+    # 0-99 recovered it; worst test error 5.2e-16 against 1e-10.
+    assert model.predict(X_test).shape == (1000, 2, d)
     assert _relative_mse(model.predict(X_test), Y_test[:, :2]) < 1e-10
     assert model.attention_weights(X_test[:5]).shape == (5, 1, 2, 4)
-    with pytest.raises(ValueError, match=r"Y must have shape \(300, 2, 3\)"):
+    with pytest.raises(ValueError, match=rf"Y must have shape \(300, 2, {d}\)"):
         model.fit(X, Y)
     with pytest.raises(
         ValueError, match="n_queries=5 is larger than the number of tokens"
@@ -278,9 +396,12 @@ def test_n_queries_models_the_first_tokens():
         model.set_params(n_queries=5).fit(X, Y[:, :2])
 
 
-def test_attention_weights_are_the_learned_softmax():
-    X, Y, *_ = _planted(n_samples=50, n_heads=2)
-    model = MultiHeadAttentionLearner(2, n_init=1, max_iter=20, random_state=0)
+def test_attention_weights_are_the_learned_softmax(global_random_seed):
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=50, n_heads=2, seed=seed)
+    model = MultiHeadAttentionLearner(
+        2, n_init=1, max_iter=20, random_state=_start_seed(seed)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(X, Y)
@@ -290,14 +411,22 @@ def test_attention_weights_are_the_learned_softmax():
     assert_allclose(S[1, 1], expected / expected.sum(axis=1, keepdims=True), rtol=1e-12)
 
 
-def test_same_random_state_same_result_and_pickle():
-    X, Y, *_ = _planted(n_samples=60, n_heads=2, noise=0.05)
+def test_same_random_state_same_result_and_pickle(global_random_seed):
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=60, n_heads=2, noise=0.05, seed=seed)
     kwargs = dict(n_init=2, max_iter=40)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        first = MultiHeadAttentionLearner(2, random_state=3, **kwargs).fit(X, Y)
-        second = MultiHeadAttentionLearner(2, random_state=3, **kwargs).fit(X, Y)
-        other = MultiHeadAttentionLearner(2, random_state=4, **kwargs).fit(X, Y)
+        first = MultiHeadAttentionLearner(
+            2, random_state=_start_seed(seed), **kwargs
+        ).fit(X, Y)
+        second = MultiHeadAttentionLearner(
+            2, random_state=_start_seed(seed), **kwargs
+        ).fit(X, Y)
+        other = MultiHeadAttentionLearner(
+            2, random_state=_start_seed(seed) + 1, **kwargs
+        )
+        other.fit(X, Y)
     assert_array_equal(first.theta_, second.theta_)
     assert_array_equal(first.predict(X), second.predict(X))
     assert not np.array_equal(first.init_losses_, other.init_losses_)
@@ -308,19 +437,29 @@ def test_same_random_state_same_result_and_pickle():
         assert type(getattr(first, name)) is np.ndarray
 
 
-def test_float32_input_is_computed_in_float32():
-    X, Y, *_ = _planted(n_samples=60, n_heads=1)
-    model64 = MultiHeadAttentionLearner(1, n_init=1, random_state=0).fit(X, Y)
-    model32 = MultiHeadAttentionLearner(1, n_init=1, random_state=0).fit(
-        X.astype(np.float32), Y.astype(np.float32)
-    )
-    assert model32.predict(X.astype(np.float32)).dtype == np.float32
+def test_float32_input_is_computed_in_float32(global_random_seed):
+    """A float32 fit solves the planted problem to float32 round-off.
+
+    Both fits reach the global minimum (every start of seeds 0-99). float32
+    forward passes round sums of k m products of d terms to a few eps; the
+    float32 fit's parameters are pinned down only as far as its float32 gradient
+    resolves them. The RMS gap to the float64 predictions relative to the RMS of
+    Y, in float32 eps, was at most 1.7 over seeds 0-99 (4.5 with
+    OPENBLAS_NUM_THREADS=1): the bound 50 eps (6e-6) leaves a factor 10, and a
+    fit stuck in a spurious minimum would be off by order one.
+    """
+    seed = global_random_seed
+    X, Y, *_ = _planted(n_samples=60, n_heads=1, token_dim=RECOVERY_DIM, seed=seed)
+    kwargs = dict(n_init=2, random_state=_start_seed(seed))
+    model64 = MultiHeadAttentionLearner(1, **kwargs).fit(X, Y)
+    model32 = MultiHeadAttentionLearner(1, **kwargs)
+    model32.fit(X.astype(np.float32), Y.astype(np.float32))
+    pred32 = model32.predict(X.astype(np.float32))
+    assert pred32.dtype == np.float32
     assert model32.theta_.dtype == np.float64  # the optimiser's state
-    # The planted problem is solved to float32 round-off: |Y| ~ 1 and float32's
-    # eps is 1.2e-7; the measured gap is 4e-7, the tolerance 12x that.
-    assert_allclose(
-        model32.predict(X.astype(np.float32)), model64.predict(X), rtol=0, atol=5e-6
-    )
+    gap = pred32.astype(np.float64) - model64.predict(X)
+    relative_rms = np.sqrt(np.mean(gap**2) / np.mean(Y**2))
+    assert relative_rms < 50 * np.finfo(np.float32).eps
 
 
 def test_user_arrays_are_not_modified():
@@ -396,10 +535,12 @@ def test_predict_checks_the_token_layout():
 # -- match_heads ---------------------------------------------------------------
 
 
-def test_match_heads_undoes_a_permutation_and_measures_errors():
-    rng = np.random.default_rng(0)
+def test_match_heads_undoes_a_permutation_and_measures_errors(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
     theta, values = rng.normal(size=(2, 3, 4, 4))
     order = [2, 0, 1]
+    # Distinct Gaussian heads lie ~1.4 apart in relative terms, the noise ~1e-3:
+    # the permutation is found for any seed.
     noisy = theta[order] + 1e-3 * rng.normal(size=theta.shape)
     result = match_heads(noisy, values[order], theta, values)
     assert_array_equal(result.assignment, [1, 2, 0])
@@ -414,8 +555,8 @@ def test_match_heads_undoes_a_permutation_and_measures_errors():
     assert result.theta_error == pytest.approx(stacked, rel=1e-12)
 
 
-def test_match_heads_with_fewer_learned_heads():
-    rng = np.random.default_rng(1)
+def test_match_heads_with_fewer_learned_heads(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
     theta, values = rng.normal(size=(2, 2, 3, 3))
     result = match_heads(theta[1:], values[1:], theta, values)
     assert_array_equal(result.assignment, [-1, 0])
@@ -434,10 +575,10 @@ def test_match_heads_with_fewer_learned_heads():
 # -- GPU -----------------------------------------------------------------------
 
 
-def test_uniform_linear_baseline_is_least_squares_over_all_tokens():
+def test_uniform_linear_baseline_is_least_squares_over_all_tokens(global_random_seed):
     from sklearn_attn.experiments._mha import _uniform_linear
 
-    X, Y, X_test, _, _ = _planted(n_samples=40, n_heads=2)
+    X, Y, X_test, _, _ = _planted(n_samples=40, n_heads=2, seed=global_random_seed)
     n, k, d = X.shape
     # Reference: every token a is a row [mean_b x_b] -> Y_a, all n k rows.
     rows = np.repeat(X.mean(axis=1), k, axis=0)
@@ -446,13 +587,19 @@ def test_uniform_linear_baseline_is_least_squares_over_all_tokens():
     assert_allclose(_uniform_linear(X, Y, X_test), expected, rtol=1e-10, atol=1e-12)
 
 
-def test_reproduction_runs_on_a_tiny_setting(tmp_path):
+def test_reproduction_runs_on_a_tiny_setting(tmp_path, global_random_seed):
     pytest.importorskip("matplotlib")
     from sklearn_attn.experiments._mha import format_mha_summary, plot_mha, run_mha
 
     lines = []
     config = {"n_heads": (1, 2), "train_sizes": (16, 48), "n_test": 200}
-    tables = run_mha(quick=True, n_seeds=1, progress=lines.append, config=config)
+    tables = run_mha(
+        quick=True,
+        n_seeds=1,
+        random_state=global_random_seed,
+        progress=lines.append,
+        config=config,
+    )
     rows = tables["learning_curves"]
     assert {(r["model"], r["m"]) for r in rows} == {
         ("learner", 1),
@@ -461,6 +608,9 @@ def test_reproduction_runs_on_a_tiny_setting(tmp_path):
         ("too_few_heads", 2),
         ("uniform_linear", 2),
     }
+    # 48 samples of 16 equations for at most 64 parameters, 4 starts: exact
+    # recovery for every seed of 0-99 (worst test error 5.7e-16; success is
+    # below 1e-6).
     learner = [r for r in rows if r["model"] == "learner" and r["n_train"] == 48]
     assert all(r["success_rate"] == 1.0 for r in learner)
     assert lines[0].startswith("[mha]") and "done" in lines[-1]
