@@ -74,9 +74,7 @@ def r2_score_at_any_scale(y_true, y_pred, **kwargs):
     y_true = np.asarray(y_true)
     y_pred = np.asarray(y_pred)
     if y_true.dtype.kind in "biuf" and y_pred.dtype.kind in "biuf":
-        largest = max(
-            np.abs(y_true).max(initial=0.0), np.abs(y_pred).max(initial=0.0)
-        )
+        largest = max(np.abs(y_true).max(initial=0.0), np.abs(y_pred).max(initial=0.0))
         if np.isfinite(largest):
             exponent = array_exponent(np.asarray(largest))
             y_true = np.ldexp(y_true.astype(np.float64), -exponent)
