@@ -389,7 +389,7 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
     >>> from sklearn_attn.datasets import make_attention_layer_regression
     >>> X, Y, layer = make_attention_layer_regression(
     ...     n_samples=300, n_heads=1, n_tokens=4, token_dim=3, random_state=0)
-    >>> model = MultiHeadAttentionLearner(n_heads=1, n_init=2, random_state=0)
+    >>> model = MultiHeadAttentionLearner(n_heads=1, n_init=2, random_state=1)
     >>> model.fit(X, Y).predict(X).shape
     (300, 4, 3)
     >>> model.score(X, Y) > 0.999999
