@@ -62,15 +62,22 @@ def scale_by_power_of_two(values, exponents, xp=np):
     return xp.ldexp(values, xp.asarray(exponents, dtype=np.int32))
 
 
-def r2_score_at_any_scale(y_true, y_pred, **kwargs):
+def r2_score_at_any_scale(y_true, y_pred, *, sample_weight=None, **kwargs):
     """scikit-learn's ``r2_score``, exact for targets of any finite magnitude.
 
-    R^2 is invariant to scaling both arguments, but its sums of squares overflow
-    for targets beyond ~1e154: both are divided by the same power of two first.
-    ``y_true`` and ``y_pred`` are host arrays (or array-likes).
+    R^2 is invariant to scaling both arguments (and to scaling the weights), but
+    its sums of squares overflow for targets beyond ~1e154: both are divided by
+    the same power of two first, the weights by another. Arguments are host
+    arrays (or array-likes).
     """
     from sklearn.metrics import r2_score
 
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight)
+        if sample_weight.dtype.kind in "biuf" and np.isfinite(sample_weight).all():
+            exponent = array_exponent(sample_weight)
+            sample_weight = np.ldexp(sample_weight.astype(np.float64), -exponent)
+    kwargs["sample_weight"] = sample_weight
     y_true = np.asarray(y_true)
     y_pred = np.asarray(y_pred)
     if y_true.dtype.kind in "biuf" and y_pred.dtype.kind in "biuf":
