@@ -1,4 +1,11 @@
-"""Tests of the infinite-width kernels rfa_kernel, brfa_kernel and rfmlp_kernel."""
+"""Tests of the infinite-width kernels rfa_kernel, brfa_kernel and rfmlp_kernel.
+
+Tests on random data draw it from ``global_random_seed``. The Monte Carlo and
+convergence checks bound a CLT statistic by ``_N_SE = 6`` standard errors: a
+two-sided normal tail of 2e-9, so that the ~5 x 10^4 comparisons of a sweep
+over seeds 0-99 (seeds x parametrisations x Gram entries) fail with probability
+~1e-4, with room to spare for the skew of the ReLU products.
+"""
 
 import numpy as np
 import pytest
@@ -21,18 +28,20 @@ from sklearn_attn.random_features._kernels import (
     rfmlp_kernel,
 )
 
+_N_SE = 6
+
 
 def _tokens(n, n_tokens=4, d=3, seed=0):
+    """Gaussian tokens; ``seed`` is anything ``default_rng`` takes, a Generator too."""
     return np.random.default_rng(seed).normal(size=(n, n_tokens, d))
 
 
 # -- Monte Carlo references: explicit draws of the random weights ----------------------
-def _mc_gram(features, draw, n_draws, batch=20_000, seed=0):
+def _mc_gram(features, draw, n_draws, rng, batch=20_000):
     """Mean and standard error of phi_W(X) . phi_W(X)^T over draws of W.
 
     ``features(W)`` returns an array of shape (n_draws_in_batch, n, p).
     """
-    rng = np.random.default_rng(seed)
     total = total_sq = 0.0
     for _ in range(n_draws // batch):
         phi = features(draw(rng, batch))
@@ -59,23 +68,24 @@ def _attention_features(X, value_bias):
     return features
 
 
-# 200,000 draws: the estimate's standard error is computed alongside and the
-# closed form must lie within 4.5 standard errors (a two-sided normal tail of
-# 7e-6 per entry; the draws are seeded, so the test is deterministic). The
-# absolute 1e-12 only guards entries whose standard error is zero.
+# 200,000 draws of the weights for new random tokens; the closed form must lie
+# within _N_SE standard errors of the estimate, entry by entry (worst of seeds
+# 0-99 over the 14 parametrisations below: 3.8). The absolute 1e-12 only guards
+# entries whose standard error is zero.
 _N_DRAWS = 200_000
-_N_SE = 4.5
 
 
 @pytest.mark.parametrize("value_bias", [True, False])
 @pytest.mark.parametrize("qk_std", [None, 0.7])
-def test_rfa_kernel_matches_monte_carlo(value_bias, qk_std):
-    X = _tokens(3, n_tokens=3, d=2, seed=1)
+def test_rfa_kernel_matches_monte_carlo(value_bias, qk_std, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = _tokens(3, n_tokens=3, d=2, seed=rng)
     s = 1 / np.sqrt(2) if qk_std is None else qk_std
     mean, se = _mc_gram(
         _attention_features(X, value_bias),
         lambda rng, b: s * rng.standard_normal((b, 2, 2)),
         _N_DRAWS,
+        rng,
     )
     K = rfa_kernel(X, qk_std=qk_std, value_bias=value_bias)
     assert np.all(np.abs(K - mean) <= _N_SE * se + 1e-12)
@@ -83,13 +93,15 @@ def test_rfa_kernel_matches_monte_carlo(value_bias, qk_std):
 
 @pytest.mark.parametrize("value_bias", [True, False])
 @pytest.mark.parametrize("mu, qk_std", [(1.0, None), (-0.6, 0.4), (2.5, 1.0)])
-def test_brfa_kernel_matches_monte_carlo(value_bias, mu, qk_std):
-    X = _tokens(3, n_tokens=3, d=2, seed=2)
+def test_brfa_kernel_matches_monte_carlo(value_bias, mu, qk_std, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = _tokens(3, n_tokens=3, d=2, seed=rng)
     s = 1 / np.sqrt(2) if qk_std is None else qk_std
     mean, se = _mc_gram(
         _attention_features(X, value_bias),
         lambda rng, b: mu * np.eye(2) + s * rng.standard_normal((b, 2, 2)),
         _N_DRAWS,
+        rng,
     )
     K = brfa_kernel(X, qk_mean_scale=mu, qk_std=qk_std, value_bias=value_bias)
     assert np.all(np.abs(K - mean) <= _N_SE * se + 1e-12)
@@ -97,8 +109,9 @@ def test_brfa_kernel_matches_monte_carlo(value_bias, mu, qk_std):
 
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("weight_std", [None, 0.3])
-def test_rfmlp_kernel_matches_monte_carlo(bias, weight_std):
-    X = _tokens(3, n_tokens=3, d=2, seed=3)
+def test_rfmlp_kernel_matches_monte_carlo(bias, weight_std, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = _tokens(3, n_tokens=3, d=2, seed=rng)
     U = X.reshape(3, -1)
     if bias:
         U = np.hstack([U, np.ones((3, 1))])
@@ -107,14 +120,15 @@ def test_rfmlp_kernel_matches_monte_carlo(bias, weight_std):
         lambda w: np.maximum(np.einsum("np,bp->bn", U, w), 0)[:, :, None],
         lambda rng, b: s * rng.standard_normal((b, U.shape[1])),
         _N_DRAWS,
+        rng,
     )
     K = rfmlp_kernel(X, weight_std=weight_std, bias=bias)
     assert np.all(np.abs(K - mean) <= _N_SE * se + 1e-12)
 
 
 # -- the bivariate normal pieces -------------------------------------------------------
-def test_bvn_cdf_matches_scipy():
-    rng = np.random.default_rng(0)
+def test_bvn_cdf_matches_scipy(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
     a = np.r_[rng.normal(scale=2, size=40), 0.0, 0.0, 0.0, 1.3, -0.7]
     b = np.r_[rng.normal(scale=2, size=40), 0.0, 1.1, -2.0, 0.0, 0.0]
     rho = np.r_[rng.uniform(-0.99, 0.99, size=40), 0.3, -0.5, 0.8, 0.0, -0.9]
@@ -126,13 +140,23 @@ def test_bvn_cdf_matches_scipy():
     np.testing.assert_allclose(got, ref, atol=1e-6)
 
 
-def test_relu_moment_matches_monte_carlo():
-    rng = np.random.default_rng(0)
+def test_relu_moment_matches_monte_carlo(global_random_seed):
+    """Within _N_SE standard errors of a mean of 2,000,000 draws.
+
+    The fourth case is random, with |mean| <= std and rho >= -0.5: both ReLUs
+    are positive together with probability >= 0.004 (Phi_2(-1, -1; -0.5)), so
+    the mean has thousands of non-zero terms and is in its CLT regime.
+    """
+    rng = np.random.default_rng(global_random_seed)
     n = 2_000_000
+    s1, s2 = rng.uniform(0.5, 2.0, size=2)
+    m1, m2 = rng.uniform(-1.0, 1.0, size=2) * (s1, s2)
+    random_case = (m1, m2, s1, s2, rng.uniform(-0.5, 0.9))
     for m1, m2, s1, s2, rho in [
         (0.5, -0.3, 1.0, 2.0, 0.3),
         (1.2, 0.7, 0.5, 1.5, -0.6),
         (-1.0, -1.0, 1.0, 1.0, 0.9),
+        random_case,
     ]:
         z = rng.standard_normal((n, 2))
         u = m1 + s1 * z[:, 0]
@@ -166,32 +190,33 @@ def test_relu_moment_limits():
 
 
 # -- convergence of the finite-width features ------------------------------------------
-_WIDTHS = (100, 1000, 10000)
+_WIDTHS = (1000, 10000)
 
 
 def _check_convergence(make, K, X, unit_width):
     """Compare the Gram of ``make(M).fit_transform(X)`` with ``K`` as M grows.
 
-    The Gram is the mean over the M heads (units) of ``M <phi_m(x), phi_m(y)>``,
-    so its standard error per entry is estimated from the heads themselves.
+    The Gram G is the mean over the M heads (units) of ``M <phi_m(x), phi_m(y)>``,
+    so its standard error se_M per entry is estimated from the heads themselves
+    and falls as 1 / sqrt(M). At every width the whole error is bounded:
+    ``||G - K||_F^2 / sum(se_M^2)`` is, by the CLT, a Gaussian quadratic form
+    with weights summing to 1, whose tail beyond _N_SE^2 = 36 is at most that of
+    a chi-square with one degree of freedom (Szekely and Bakirov, 2003), 2e-9.
+    Every entry is also checked at the largest width. Worst of seeds 0-99 over
+    the 10 parametrisations below: 2.3 and 3.0 for the whole error at M = 1000
+    and 10000, 3.9 for an entry at M = 10000. Smaller widths and single entries
+    at M = 1000 are not checked: there the heavy tails of the ReLU products make
+    the estimated se unreliable (ratios up to 4 at M = 100, 8 for an entry at
+    M = 1000).
     """
-    errors = []
     for width in _WIDTHS:
         F = make(width).fit_transform(X)
         gram = F @ F.T
-        errors.append(np.linalg.norm(gram - K) / np.linalg.norm(K))
-        if width >= 1000:
-            per_head = F.reshape(len(X), width, unit_width)
-            products = width * np.einsum("amp,bmp->mab", per_head, per_head)
-            se = products.std(axis=0) / np.sqrt(width)
-            # Every entry within 5 of its own standard errors (largest seen over
-            # 20 seeds: 3.7).
-            assert np.all(np.abs(gram - K) <= 5 * se)
-    # Relative Frobenius error ~ c / sqrt(M); c was at most 4.1 over 20 seeds:
-    # allow c = 8 at the largest width, and require the error to fall by at
-    # least 3 over the 100-fold width increase (10 expected; smallest seen 4.1).
-    assert errors[-1] < 8 / np.sqrt(_WIDTHS[-1])
-    assert errors[-1] < errors[0] / 3
+        per_head = F.reshape(len(X), width, unit_width)
+        products = width * np.einsum("amp,bmp->mab", per_head, per_head)
+        se = products.std(axis=0) / np.sqrt(width)
+        assert np.linalg.norm(gram - K) <= _N_SE * np.sqrt(np.sum(se**2))
+    assert np.all(np.abs(gram - K) <= _N_SE * se)
 
 
 @pytest.mark.parametrize("value_bias", [True, False])
@@ -199,8 +224,10 @@ def _check_convergence(make, K, X, unit_width):
     "qk_mean, mu, qk_std",
     [("zero", 1.0, None), ("identity", 1.0, None), ("identity", 0.5, 0.3)],
 )
-def test_attention_features_converge_to_kernel(qk_mean, mu, qk_std, value_bias):
-    X = _tokens(6, n_tokens=4, d=3, seed=4)
+def test_attention_features_converge_to_kernel(
+    qk_mean, mu, qk_std, value_bias, global_random_seed
+):
+    X = _tokens(6, n_tokens=4, d=3, seed=global_random_seed)
     if qk_mean == "zero":
         K = rfa_kernel(X, qk_std=qk_std, value_bias=value_bias)
     else:
@@ -212,7 +239,7 @@ def test_attention_features_converge_to_kernel(qk_mean, mu, qk_std, value_bias):
             qk_mean_scale=mu,
             qk_std=qk_std,
             value_bias=value_bias,
-            random_state=0,
+            random_state=global_random_seed,
         ),
         K,
         X,
@@ -222,12 +249,15 @@ def test_attention_features_converge_to_kernel(qk_mean, mu, qk_std, value_bias):
 
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("weight_std", [None, 0.2])
-def test_mlp_features_converge_to_kernel(bias, weight_std):
-    X = _tokens(6, n_tokens=4, d=3, seed=5)
+def test_mlp_features_converge_to_kernel(bias, weight_std, global_random_seed):
+    X = _tokens(6, n_tokens=4, d=3, seed=global_random_seed)
     K = rfmlp_kernel(X, weight_std=weight_std, bias=bias)
     _check_convergence(
         lambda M: MLPRandomFeatures(
-            n_features=M, weight_std=weight_std, bias=bias, random_state=0
+            n_features=M,
+            weight_std=weight_std,
+            bias=bias,
+            random_state=global_random_seed,
         ),
         K,
         X,
@@ -236,6 +266,14 @@ def test_mlp_features_converge_to_kernel(bias, weight_std):
 
 
 # -- structural properties -------------------------------------------------------------
+# An entry of K(X, Y) sums key terms <x_i, y_j> kappa(...) of both signs, so on
+# random data some entries nearly cancel (down to 3e-7 of the largest over seeds
+# 0-99) and carry the rounding of the largest terms: comparisons of two
+# computations allow, besides ``rtol``, an ``atol`` of ``rtol * max|K|``.
+def _atol(K, rtol):
+    return rtol * np.abs(K).max()
+
+
 _KERNELS = {
     "rfa": rfa_kernel,
     "brfa": brfa_kernel,
@@ -246,9 +284,9 @@ _KERNELS = {
 
 
 @pytest.mark.parametrize("name", sorted(_KERNELS))
-def test_symmetric_psd_and_default_y(name):
+def test_symmetric_psd_and_default_y(name, global_random_seed):
     kernel = _KERNELS[name]
-    X = _tokens(40, seed=6)
+    X = _tokens(40, seed=global_random_seed)
     K = kernel(X)
     assert K.shape == (40, 40)
     assert K.dtype == np.float64
@@ -259,9 +297,10 @@ def test_symmetric_psd_and_default_y(name):
 
 
 @pytest.mark.parametrize("name", sorted(_KERNELS))
-def test_flat_input_with_token_dim_equals_3d(name):
+def test_flat_input_with_token_dim_equals_3d(name, global_random_seed):
     kernel = _KERNELS[name]
-    X, Y = _tokens(7, seed=7), _tokens(5, seed=8)
+    rng = np.random.default_rng(global_random_seed)
+    X, Y = _tokens(7, seed=rng), _tokens(5, seed=rng)
     np.testing.assert_allclose(
         kernel(X.reshape(7, -1), Y.reshape(5, -1), token_dim=3),
         kernel(X, Y),
@@ -270,42 +309,48 @@ def test_flat_input_with_token_dim_equals_3d(name):
     )
 
 
-def test_rfmlp_flat_input_without_token_dim():
-    X = _tokens(7, seed=9)
+def test_rfmlp_flat_input_without_token_dim(global_random_seed):
+    X = _tokens(7, seed=global_random_seed)
     np.testing.assert_array_equal(rfmlp_kernel(X.reshape(7, -1)), rfmlp_kernel(X))
 
 
 @pytest.mark.parametrize("name", ["rfa", "brfa", "brfa_neg"])
-def test_attention_kernels_invariant_to_key_permutations(name):
+def test_attention_kernels_invariant_to_key_permutations(name, global_random_seed):
     kernel = _KERNELS[name]
-    rng = np.random.default_rng(10)
-    X, Y = _tokens(6, n_tokens=5, seed=10), _tokens(4, n_tokens=5, seed=11)
+    rng = np.random.default_rng(global_random_seed)
+    X, Y = _tokens(6, n_tokens=5, seed=rng), _tokens(4, n_tokens=5, seed=rng)
     K = kernel(X, Y)
     # A different permutation of the keys for every sample.
     X_perm = np.stack([np.r_[x[:1], x[1:][rng.permutation(4)]] for x in X])
     Y_perm = np.stack([np.r_[y[:1], y[1:][rng.permutation(4)]] for y in Y])
-    np.testing.assert_allclose(kernel(X_perm, Y), K, rtol=1e-12)
-    np.testing.assert_allclose(kernel(X, Y_perm), K, rtol=1e-12)
+    atol = _atol(K, 1e-12)
+    np.testing.assert_allclose(kernel(X_perm, Y), K, rtol=1e-12, atol=atol)
+    np.testing.assert_allclose(kernel(X, Y_perm), K, rtol=1e-12, atol=atol)
     # Swapping the query with a key does change it.
     X_swap = X[:, [1, 0, 2, 3, 4]]
     assert not np.allclose(kernel(X_swap, Y), K, rtol=1e-3)
 
 
-def test_rfmlp_kernel_not_invariant_to_key_permutations():
-    X = _tokens(6, n_tokens=5, seed=12)
+def test_rfmlp_kernel_not_invariant_to_key_permutations(global_random_seed):
+    X = _tokens(6, n_tokens=5, seed=global_random_seed)
     K = rfmlp_kernel(X)
     X_perm = X[:, [0, 2, 1, 4, 3]]
     assert not np.allclose(rfmlp_kernel(X_perm, X), K, rtol=1e-3)
 
 
-def test_brfa_with_zero_mean_is_rfa_and_scales():
-    X, Y = _tokens(8, seed=13), _tokens(5, seed=14)
+def test_brfa_with_zero_mean_is_rfa_and_scales(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X, Y = _tokens(8, seed=rng), _tokens(5, seed=rng)
     K = rfa_kernel(X, Y)
     np.testing.assert_allclose(brfa_kernel(X, Y, qk_mean_scale=0.0), K, rtol=1e-13)
     # The Gaussian-moment path at a tiny mean agrees with the arc-cosine path.
-    np.testing.assert_allclose(brfa_kernel(X, Y, qk_mean_scale=1e-12), K, rtol=1e-8)
+    np.testing.assert_allclose(
+        brfa_kernel(X, Y, qk_mean_scale=1e-12), K, rtol=1e-8, atol=_atol(K, 1e-8)
+    )
     # qk_std only rescales the zero-mean kernel, by qk_std^2 (default 1/sqrt(d)).
-    np.testing.assert_allclose(rfa_kernel(X, Y, qk_std=2.0), 4 * 3 * K, rtol=1e-12)
+    np.testing.assert_allclose(
+        rfa_kernel(X, Y, qk_std=2.0), 4 * 3 * K, rtol=1e-12, atol=_atol(12 * K, 1e-12)
+    )
     # Only mu / qk_std matters for the biased kernel (up to the factor s^2).
     np.testing.assert_allclose(
         brfa_kernel(X, Y, qk_mean_scale=2.0, qk_std=1.0),
@@ -314,9 +359,10 @@ def test_brfa_with_zero_mean_is_rfa_and_scales():
     )
 
 
-def test_brfa_deterministic_limit():
+def test_brfa_deterministic_limit(global_random_seed):
     # qk_std = 0: a single feature map with W = mu I; qk_std -> 0 is continuous.
-    X, Y = _tokens(5, seed=15), _tokens(4, seed=16)
+    rng = np.random.default_rng(global_random_seed)
+    X, Y = _tokens(5, seed=rng), _tokens(4, seed=rng)
     mu = 0.8
 
     def phi(Z):
@@ -326,16 +372,22 @@ def test_brfa_deterministic_limit():
 
     expected = phi(X) @ phi(Y).T
     np.testing.assert_allclose(
-        brfa_kernel(X, Y, qk_mean_scale=mu, qk_std=0.0), expected, rtol=1e-12
+        brfa_kernel(X, Y, qk_mean_scale=mu, qk_std=0.0),
+        expected,
+        rtol=1e-12,
+        atol=_atol(expected, 1e-12),
     )
     np.testing.assert_allclose(
-        brfa_kernel(X, Y, qk_mean_scale=mu, qk_std=1e-9), expected, rtol=1e-6
+        brfa_kernel(X, Y, qk_mean_scale=mu, qk_std=1e-9),
+        expected,
+        rtol=1e-6,
+        atol=_atol(expected, 1e-6),
     )
     np.testing.assert_array_equal(rfa_kernel(X, Y, qk_std=0.0), 0.0)
 
 
-def test_zero_tokens_give_finite_values():
-    X = _tokens(4, seed=17)
+def test_zero_tokens_give_finite_values(global_random_seed):
+    X = _tokens(4, seed=global_random_seed)
     X[0, 0] = 0.0  # zero query
     X[1, 2] = 0.0  # zero key
     for name, kernel in _KERNELS.items():
@@ -345,22 +397,26 @@ def test_zero_tokens_give_finite_values():
 
 
 @pytest.mark.parametrize("name", sorted(_KERNELS))
-def test_batching_does_not_change_the_result(name, monkeypatch):
+def test_batching_does_not_change_the_result(name, monkeypatch, global_random_seed):
     kernel = _KERNELS[name]
-    X, Y = _tokens(9, seed=18), _tokens(7, seed=19)
+    rng = np.random.default_rng(global_random_seed)
+    X, Y = _tokens(9, seed=rng), _tokens(7, seed=rng)
     K = kernel(X, Y)
     monkeypatch.setattr(_kernels, "_BLOCK", 5)
     with config_context(working_memory=1e-4):  # one row of X per batch
-        np.testing.assert_allclose(kernel(X, Y), K, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(kernel(X, Y), K, rtol=1e-13, atol=_atol(K, 1e-13))
 
 
 # -- use with scikit-learn -------------------------------------------------------------
-def test_kernel_ridge_with_rfa_kernel():
-    X, X_test = _tokens(200, seed=20), _tokens(100, seed=21)
+def test_kernel_ridge_with_rfa_kernel(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X, X_test = _tokens(200, seed=rng), _tokens(100, seed=rng)
 
     def target(Z):
         return np.mean(np.einsum("nd,nid->ni", Z[:, 0], Z[:, 1:]), axis=1)
 
+    # Worst of seeds 0-99: a relative training error of 8e-9 (bound 1e-3) and a
+    # relative test error of 8e-4 (bound 0.5).
     y = target(X)
     model = KernelRidge(alpha=1e-4, kernel="precomputed").fit(rfa_kernel(X), y)
     train_mse = np.mean((model.predict(rfa_kernel(X)) - y) ** 2)
@@ -412,7 +468,7 @@ def test_attention_kernels_need_two_tokens(kernel):
 
 @pytest.mark.parametrize("kernel", [rfa_kernel, brfa_kernel, rfmlp_kernel])
 def test_wrong_dimensions_raise(kernel):
-    with pytest.raises(ValueError, match="Expected 2D array"):
+    with pytest.raises(ValueError, match="token input for X; .* 1 dimension"):
         kernel(np.ones(6))
     with pytest.raises(ValueError, match="Expected 2-D or 3-D token input"):
         kernel(np.ones((2, 3, 2, 2)))

@@ -1,4 +1,7 @@
-"""The streaming ridge core against scikit-learn's Ridge and brute-force LOO."""
+"""The streaming ridge core against scikit-learn's Ridge and brute-force LOO.
+
+Every test here draws its data (and random weights) from ``global_random_seed``.
+"""
 
 import numpy as np
 import pytest
@@ -10,7 +13,7 @@ from sklearn_attn._ridge import ExplicitFeatures, fit_ridge
 SHAPES = [(40, 25), (25, 40)]  # more samples than features, and fewer
 
 
-def _problem(n, p, seed=0):
+def _problem(n, p, seed):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p)) + 0.5
     Y = rng.standard_normal((n, 2))
@@ -23,8 +26,8 @@ def _problem(n, p, seed=0):
 @pytest.mark.parametrize("mode", ["primal", "dual"])
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [True, False])
-def test_matches_sklearn_ridge(n, p, mode, fit_intercept, weighted):
-    X, Y, weights = _problem(n, p)
+def test_matches_sklearn_ridge(n, p, mode, fit_intercept, weighted, global_random_seed):
+    X, Y, weights = _problem(n, p, global_random_seed)
     sw = weights if weighted else None
     solution = fit_ridge(
         ExplicitFeatures(X, block_size=7),
@@ -44,8 +47,10 @@ def test_matches_sklearn_ridge(n, p, mode, fit_intercept, weighted):
 @pytest.mark.parametrize("n, p", SHAPES)
 @pytest.mark.parametrize("mode", ["primal", "dual"])
 @pytest.mark.parametrize("fit_intercept", [True, False])
-def test_alpha_zero_is_weighted_minimum_norm_least_squares(n, p, mode, fit_intercept):
-    X, Y, weights = _problem(n, p, seed=1)
+def test_alpha_zero_is_weighted_minimum_norm_least_squares(
+    n, p, mode, fit_intercept, global_random_seed
+):
+    X, Y, weights = _problem(n, p, global_random_seed)
     solution = fit_ridge(
         ExplicitFeatures(X, block_size=6),
         Y,
@@ -63,24 +68,29 @@ def test_alpha_zero_is_weighted_minimum_norm_least_squares(n, p, mode, fit_inter
     assert_allclose(solution.coef, coef, rtol=1e-7, atol=1e-8)
 
 
-def test_single_feature_block_and_sample_block_agree():
-    X, Y, weights = _problem(30, 12, seed=2)
+def test_single_feature_block_and_sample_block_agree(global_random_seed):
+    X, Y, weights = _problem(30, 12, global_random_seed)
     results = [
         fit_ridge(
             ExplicitFeatures(X, block_size=b), Y, [0.1], sample_weight=weights
         ).coef
         for b in (1, 5, 100)
     ]
-    assert_allclose(results[0], results[1], rtol=1e-11)
-    assert_allclose(results[0], results[2], rtol=1e-11)
+    # Blocks only reorder sums: rounding, relative to the largest coefficient for
+    # coefficients near zero.
+    atol = 1e-11 * np.abs(results[0]).max()
+    assert_allclose(results[0], results[1], rtol=1e-11, atol=atol)
+    assert_allclose(results[0], results[2], rtol=1e-11, atol=atol)
 
 
 @pytest.mark.parametrize("n, p", SHAPES)
 @pytest.mark.parametrize("mode", ["primal", "dual"])
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [True, False])
-def test_leave_one_out_matches_brute_force(n, p, mode, fit_intercept, weighted):
-    X, Y, weights = _problem(n, p, seed=3)
+def test_leave_one_out_matches_brute_force(
+    n, p, mode, fit_intercept, weighted, global_random_seed
+):
+    X, Y, weights = _problem(n, p, global_random_seed)
     w = weights if weighted else np.ones(n)
     alphas = [0.05, 0.5, 5.0]
     solution = fit_ridge(
@@ -106,9 +116,9 @@ def test_leave_one_out_matches_brute_force(n, p, mode, fit_intercept, weighted):
     assert_allclose(solution.coef, best.coef_.T, rtol=1e-8, atol=1e-10)
 
 
-def test_duplicated_samples_in_the_dual():
+def test_duplicated_samples_in_the_dual(global_random_seed):
     """A rank-deficient Gram matrix: Cholesky works for alpha > 0, LOO still exact."""
-    X, Y, _ = _problem(10, 30, seed=4)
+    X, Y, _ = _problem(10, 30, global_random_seed)
     X = np.vstack([X, X])
     Y = np.vstack([Y, Y])
     solution = fit_ridge(ExplicitFeatures(X), Y, [0.3], mode="dual")
@@ -116,10 +126,8 @@ def test_duplicated_samples_in_the_dual():
     assert_allclose(solution.coef, ridge.coef_.T, rtol=1e-9, atol=1e-11)
 
 
-def _float32_case(offset, solver, weighted, transformer, make):
-    from sklearn_attn._ridge import ExplicitFeatures, fit_ridge
-
-    rng = np.random.default_rng(0)
+def _float32_case(offset, solver, weighted, transformer, make, seed):
+    rng = np.random.default_rng(seed)
     X = rng.standard_normal((300, 6, 4))
     y = np.einsum("nd,nkd->n", X[:, 0], X[:, 1:]) / 5 + 0.1 * rng.standard_normal(300)
     weights = rng.uniform(0.5, 2.0, 300) if weighted else None
@@ -144,14 +152,17 @@ def _float32_case(offset, solver, weighted, transformer, make):
 @pytest.mark.parametrize("family", ["attention", "mlp"])
 @pytest.mark.parametrize("single_precision", [False, True])
 def test_float32_fit_has_float64_accuracy(
-    monkeypatch, offset, solver, weighted, family, single_precision
+    monkeypatch, offset, solver, weighted, family, single_precision, global_random_seed
 ):
     """float32 features give the answer of a float64 solve on those features,
     whether multiplied in float64 (the CPU's default) or in float32 and refined
     (a GPU's default, forced here). Inputs shifted by 5 give features with
     large means (the products see centred features) and, for attention,
-    condition numbers near 1e9. Measured errors of the refined route are at
-    most 4e-9 relative; the tolerance is 25x that.
+    condition numbers near 1e9. The tolerance, 1e-7 of the largest prediction,
+    is set from a sweep: over seeds 0-99 the largest error is 2.5e-8 (attention,
+    dual, offset 5, alike for both routes: the rounding of a float64 solve at
+    that condition number, in the model and in the reference), 4x below it;
+    without the offset errors stay below 1.2e-13.
     """
     from sklearn_attn import RFMLP, RandomFeatureAttentionRegressor
     from sklearn_attn._backend import Device
@@ -164,30 +175,29 @@ def test_float32_fit_has_float64_accuracy(
         MLPRandomFeatures,
     )
 
+    seed = global_random_seed
     if family == "attention":
         m = 150 if solver == "dual" else 20
-        transformer = AttentionRandomFeatures(m, random_state=0)
+        transformer = AttentionRandomFeatures(m, random_state=seed)
 
         def make(s):
             return RandomFeatureAttentionRegressor(
-                n_heads=m, alpha=1e-3, solver=s, random_state=0
+                n_heads=m, alpha=1e-3, solver=s, random_state=seed
             )
     else:
         m = 600 if solver == "dual" else 100
-        transformer = MLPRandomFeatures(m, random_state=0)
+        transformer = MLPRandomFeatures(m, random_state=seed)
 
         def make(s):
-            return RFMLP(m, alpha=1e-3, solver=s, random_state=0)
+            return RFMLP(m, alpha=1e-3, solver=s, random_state=seed)
 
-    got, expected = _float32_case(offset, solver, weighted, transformer, make)
+    got, expected = _float32_case(offset, solver, weighted, transformer, make, seed)
     assert_allclose(got, expected, rtol=0, atol=1e-7 * np.abs(expected).max())
 
 
 @pytest.mark.parametrize("mode", ["dual", "primal"])
-def test_float32_refinement_steps_and_float64_fallback(mode):
-    from sklearn_attn._ridge import ExplicitFeatures, fit_ridge
-
-    rng = np.random.default_rng(1)
+def test_float32_refinement_steps_and_float64_fallback(mode, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
     n, p = (50, 80) if mode == "dual" else (80, 50)
     features = rng.standard_normal((n, p))
     y = rng.standard_normal((n, 1))
