@@ -246,10 +246,11 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
                     f"fit_intercept=True; got {n_weighted}."
                 )
         # Ridge with weights w and penalty alpha is ridge with w / c and alpha / c:
-        # a power of two keeps the weights' squares and sums in range.
+        # an even power of two keeps the weights' sums in range and scales their
+        # square roots (the solver's row scalings) exactly.
         weight_exponent = 0
         if sample_weight is not None:
-            weight_exponent = array_exponent(sample_weight)
+            weight_exponent = 2 * -(-array_exponent(sample_weight) // 2)
             sample_weight = np.ldexp(sample_weight, -weight_exponent)
         self._draw_weights(
             check_random_state(self.random_state), X.shape[1], X.shape[2]
