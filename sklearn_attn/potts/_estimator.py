@@ -29,15 +29,7 @@ from .._backend import (
 )
 from .._validation import check_sample_weight
 from .._warnings import warn_at_caller
-from ._alignment import (
-    ALPHABETS,
-    _encode_codepoints,
-    _is_text,
-    _resolve_alphabet,
-    _text_codepoints,
-    _text_view,
-    sequence_weights,
-)
+from ._alignment import ALPHABETS, _resolve_alphabet, sequence_weights
 from ._contacts import apc, frobenius_scores
 from ._model import (
     FactoredAttention,
@@ -48,6 +40,7 @@ from ._model import (
     zero_sum_gauge,
 )
 from ._sampling import gibbs_sample
+from ._text import _encode_codepoints, _is_text, _text_codepoints, _text_view
 
 
 class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
