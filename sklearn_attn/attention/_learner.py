@@ -600,8 +600,10 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
             f"point, for X with entries up to {float(np.abs(X).max()):.3g} and Y up "
             f"to {float(np.abs(Y).max()):.3g} in absolute value: the attention "
             "scores x_a^T Theta x_b grow as |x|^2 and the squared error as |Y|^2, "
-            "beyond the float64 range here. Standardise X and Y (the layer is "
-            "linear in the W_i: fitting Y / c gives W_i / c)."
+            f"beyond the range of {np.dtype(objective.X.dtype).name} here. "
+            "Standardise X and Y (the layer is "
+            "linear in the W_i: fitting Y / c gives W_i / c)"
+            + (", or pass float64 data." if objective.X.dtype == np.float32 else ".")
         )
 
     def _fit_one(self, objective, w0, rng, n_samples, index):
