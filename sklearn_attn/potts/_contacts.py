@@ -11,6 +11,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from .._scaling import array_exponent
 from ._alignment import _read_text, _working_memory_bytes
 
 __all__ = ["apc", "frobenius_scores", "read_contact_map", "contact_precision"]
@@ -41,16 +42,13 @@ def _real_array(value, name):
     return array
 
 
-def _power_of_two_scale(largest):
-    """A power of two ``s`` with ``largest / s`` in [1, 2), or 1.0 for zero.
-
-    Dividing by a power of two is exact, so computing on ``array / s`` and
-    multiplying back gives the same bits as computing on ``array`` wherever
-    that does not overflow or underflow, and a finite result where it would.
-    """
-    if largest == 0:
-        return 1.0
-    return float(np.ldexp(1.0, int(np.frexp(largest)[1]) - 1))
+def _scale_back(scores, exponent, message):
+    """``scores * 2^exponent`` (exact), or ``ValueError(message)`` on overflow."""
+    with np.errstate(over="ignore"):  # checked just below
+        scores = np.ldexp(scores, exponent)
+    if not np.isfinite(scores).all():
+        raise ValueError(message)
+    return scores
 
 
 def apc(scores):
@@ -108,22 +106,21 @@ def apc(scores):
     if not np.isfinite(scores).all():
         raise ValueError("scores contains NaN or infinity off the diagonal.")
     # Scores of any finite magnitude: the products of means stay in range.
-    scale = _power_of_two_scale(max(scores.max(), -scores.min()))
-    scores /= scale
+    largest = max(scores.max(), -scores.min())
+    exponent = array_exponent(np.asarray(largest))
+    scores = np.ldexp(scores, -exponent)
     row_means = scores.sum(axis=1) / (n - 1)
     col_means = scores.sum(axis=0) / (n - 1)
     mean = scores.sum() / (n * (n - 1))
     if mean != 0.0:
         scores -= np.outer(row_means, col_means) / mean
     np.fill_diagonal(scores, 0.0)
-    with np.errstate(over="ignore"):  # checked below
-        scores *= scale
-    if not np.isfinite(scores).all():
-        raise ValueError(
-            "The average-product correction of scores overflows float64 (largest "
-            f"|score| {scale:.3g}); rescale scores."
-        )
-    return scores
+    return _scale_back(
+        scores,
+        exponent,
+        "The average-product correction of scores overflows float64 (largest "
+        f"|score| {largest:.3g}); rescale scores.",
+    )
 
 
 def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
@@ -230,7 +227,7 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
     if not math.isfinite(largest):
         raise ValueError("couplings contains NaN or infinity.")
     # Couplings of any finite magnitude: the squares stay in range.
-    scale = _power_of_two_scale(largest)
+    exponent = array_exponent(np.asarray(largest))
     dtype = np.result_type(couplings.dtype, np.float64)
     # Each row block of sites holds a few (b, q, L, q) temporaries.
     row_bytes = 4 * np.dtype(dtype).itemsize * n_states * n_sites * n_states
@@ -240,7 +237,9 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
         rows = slice(start, min(start + block, n_sites))
         forward = couplings[rows][:, keep][:, :, :, keep]
         backward = couplings[:, :, rows][:, keep][:, :, :, keep].transpose(2, 3, 0, 1)
-        blocks = (forward.astype(dtype) / scale + backward / scale) / 2.0
+        blocks = (
+            np.ldexp(forward.astype(dtype), -exponent) + np.ldexp(backward, -exponent)
+        ) / 2.0
         if zero_sum_gauge:
             blocks = (
                 blocks
@@ -254,14 +253,12 @@ def frobenius_scores(couplings, *, zero_sum_gauge=False, exclude_states=None):
     # the two so that the output is exactly symmetric.
     scores = (scores + scores.T) / 2.0
     np.fill_diagonal(scores, 0.0)
-    with np.errstate(over="ignore"):  # checked below
-        scores *= scale
-    if not np.isfinite(scores).all():
-        raise ValueError(
-            "The Frobenius norms of couplings overflow float64 (largest |coupling| "
-            f"{largest:.3g}); rescale couplings."
-        )
-    return scores
+    return _scale_back(
+        scores,
+        exponent,
+        "The Frobenius norms of couplings overflow float64 (largest |coupling| "
+        f"{largest:.3g}); rescale couplings.",
+    )
 
 
 # ---------------------------------------------------------------------------
