@@ -14,6 +14,7 @@ from numpy.testing import assert_allclose
 from sklearn_attn.potts._model import (
     FactoredAttention,
     FullCouplings,
+    OneHotRows,
     log_conditionals,
     objective,
     one_hot,
@@ -23,9 +24,10 @@ from sklearn_attn.potts._model import (
 L, Q = 4, 3
 
 
-def _tiny_data(rng, n=25):
+def _tiny_data(rng, n=25, **options):
     codes = rng.integers(0, Q, size=(n, L))
-    return codes, one_hot(codes, Q), rng.uniform(0.2, 2.0, n)
+    weights = rng.uniform(0.2, 2.0, n)
+    return codes, OneHotRows(codes, weights, Q, **options), weights
 
 
 PARAMETRIZATIONS = [
@@ -57,7 +59,7 @@ def test_objective_matches_loops(parametrization, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     codes, X, weights = _tiny_data(rng)
     theta = rng.standard_normal(parametrization.n_params)
-    value, _ = objective(theta, parametrization, X, weights, 0.3, 0.7)
+    value, _ = objective(theta, parametrization, X, 0.3, 0.7)
     couplings_mat, fields = parametrization.couplings(theta)
     expected = _pseudo_likelihood_loop(
         codes, weights, couplings_mat.reshape(L, Q, L, Q), fields, 0.3, 0.7
@@ -71,14 +73,14 @@ def test_gradient_matches_finite_differences(parametrization, global_random_seed
     rng = np.random.default_rng(global_random_seed)
     _, X, weights = _tiny_data(rng)
     theta = 0.5 * rng.standard_normal(parametrization.n_params)
-    _, grad = objective(theta, parametrization, X, weights, 0.1, 0.3)
+    _, grad = objective(theta, parametrization, X, 0.1, 0.3)
     eps = 1e-6
     numeric = np.empty_like(theta)
     for k in range(theta.size):
         step = np.zeros_like(theta)
         step[k] = eps
-        plus, _ = objective(theta + step, parametrization, X, weights, 0.1, 0.3)
-        minus, _ = objective(theta - step, parametrization, X, weights, 0.1, 0.3)
+        plus, _ = objective(theta + step, parametrization, X, 0.1, 0.3)
+        minus, _ = objective(theta - step, parametrization, X, 0.1, 0.3)
         numeric[k] = (plus - minus) / (2 * eps)
     # Central differences: truncation ~eps^2 * (third derivative) ~ 1e-11 and
     # rounding ~1e-16 |f| / eps ~ 1e-8 (|f| ~ 100 for any seed), well below 1e-6.
@@ -138,7 +140,8 @@ def test_conditionals_equal_ratios_of_the_exact_joint(global_random_seed):
 @pytest.mark.parametrize("parametrization", PARAMETRIZATIONS[:3], ids=repr)
 def test_zero_sum_gauge_keeps_conditionals(parametrization, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
-    _, X, _ = _tiny_data(rng)
+    codes, _, _ = _tiny_data(rng)
+    X = one_hot(codes, Q)
     theta = rng.standard_normal(parametrization.n_params)
     couplings_mat, fields = parametrization.couplings(theta)
     gauged, gauged_fields = zero_sum_gauge(couplings_mat.reshape(L, Q, L, Q), fields)
@@ -149,6 +152,39 @@ def test_zero_sum_gauge_keeps_conditionals(parametrization, global_random_seed):
         log_conditionals(X, couplings_mat, fields),
         atol=1e-12,
     )
+
+
+@pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
+def test_objective_does_not_depend_on_the_blocks(parametrization, global_random_seed):
+    """Blocks of 1, 7 or all rows: the same sums in another order (~1e-15)."""
+    rng = np.random.default_rng(global_random_seed)
+    codes, whole, weights = _tiny_data(rng)
+    theta = rng.standard_normal(parametrization.n_params)
+    value, grad = objective(theta, parametrization, whole, 0.1, 0.3)
+    for block_rows in (1, 7):
+        rows = OneHotRows(codes, weights, Q, block_rows=block_rows)
+        value_b, grad_b = objective(theta, parametrization, rows, 0.1, 0.3)
+        assert value_b == pytest.approx(value, rel=1e-12)
+        assert_allclose(grad_b, grad, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
+def test_single_precision_products_stay_close(parametrization, global_random_seed):
+    """float32 products with float64 sums: the float64 result to float32 accuracy.
+
+    Logits of order ten carry float32 rounding ~1e-6 each; the value (about 100)
+    sums 100 such terms and the gradient entries (order one) at most 25, so
+    1e-5 relative and 1e-4 absolute leave a margin of ten or more.
+    """
+    rng = np.random.default_rng(global_random_seed)
+    codes, rows64, weights = _tiny_data(rng)
+    rows32 = OneHotRows(codes, weights, Q, dtype=np.float32, block_rows=7)
+    theta = rng.standard_normal(parametrization.n_params)
+    value64, grad64 = objective(theta, parametrization, rows64, 0.1, 0.3)
+    value32, grad32 = objective(theta, parametrization, rows32, 0.1, 0.3)
+    assert grad32.dtype == np.float64
+    assert value32 == pytest.approx(value64, rel=1e-5)
+    assert_allclose(grad32, grad64, rtol=1e-4, atol=1e-4)
 
 
 def test_one_hot():

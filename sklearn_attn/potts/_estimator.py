@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from numbers import Integral, Number, Real
 
 import numpy as np
-import scipy.optimize
 from sklearn.base import BaseEstimator, DensityMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -27,6 +26,7 @@ from .._backend import (
     to_host,
     to_output,
 )
+from .._lbfgs import minimize_lbfgs
 from .._validation import check_sample_weight
 from .._warnings import warn_at_caller
 from ._alignment import ALPHABETS, _resolve_alphabet, sequence_weights
@@ -34,6 +34,7 @@ from ._contacts import apc, frobenius_scores
 from ._model import (
     FactoredAttention,
     FullCouplings,
+    OneHotRows,
     log_conditionals,
     objective,
     one_hot,
@@ -41,6 +42,20 @@ from ._model import (
 )
 from ._sampling import gibbs_sample
 from ._text import _encode_codepoints, _is_text, _text_codepoints, _text_view
+
+# Pairs kept by L-BFGS, and the precision of the objective's two big products.
+_LBFGS_HISTORY = 10
+_PRODUCT_DTYPE = np.float32
+
+
+def _state_frequencies(codes, weights, n_states):
+    """Weighted frequency of each state at each site, shape (L * q,)."""
+    n_sites = codes.shape[1]
+    flat = codes + n_states * np.arange(n_sites)
+    counts = np.bincount(
+        flat.ravel(), weights=np.repeat(weights, n_sites), minlength=n_sites * n_states
+    )
+    return counts / weights.sum()
 
 
 class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
@@ -408,26 +423,30 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         parametrization = self._make_parametrization(n_sites, n_states)
         random_state = check_random_state(self.random_state)
         xp = device.xp
+        weight_sum = float(weights.sum())
+        frequencies = _state_frequencies(codes, weights, n_states)
+        theta0 = parametrization.initial(random_state, frequencies, weight_sum)
+        curvature = parametrization.curvature(
+            frequencies, weight_sum, self.alpha_fields, alpha_couplings
+        )
         with device.activate():
-            onehot = one_hot(to_device(codes, device), n_states, xp)
-            weights_dev = to_device(weights, device)
-            weight_sum = float(weights.sum())
-            frequencies = to_host(weights_dev @ onehot) / weight_sum
-            theta0 = parametrization.initial(random_state, frequencies, weight_sum)
-            curvature = parametrization.curvature(
-                frequencies, weight_sum, self.alpha_fields, alpha_couplings
+            rows = OneHotRows(
+                to_device(codes, device),
+                to_device(weights, device),
+                n_states,
+                dtype=_PRODUCT_DTYPE,
+                xp=xp,
             )
             theta = self._minimize(
                 parametrization,
                 theta0,
                 curvature,
-                onehot,
-                weights_dev,
+                rows,
                 weight_sum * n_sites,
                 alpha_couplings,
                 device,
             )
-            del onehot, weights_dev  # the pool can only release unreferenced blocks
+            del rows  # the pool can only release unreferenced blocks
         free_device_memory(device)
         self._store(parametrization, theta)
         return self
@@ -437,8 +456,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         parametrization,
         theta0,
         curvature,
-        onehot,
-        weights,
+        rows,
         scale,
         alpha_couplings,
         device,
@@ -464,8 +482,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             value, grad = objective(
                 to_device(theta, device),
                 parametrization,
-                onehot,
-                weights,
+                rows,
                 self.alpha_fields,
                 alpha_couplings,
                 xp,
@@ -474,28 +491,23 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
         start = time.perf_counter()
 
-        def callback(intermediate_result):
-            self.loss_curve_.append(float(intermediate_result.fun * scale))
-            n = len(self.loss_curve_)
-            if self.verbose and n % self.verbose == 0:
+        def callback(iteration, u, value):
+            self.loss_curve_.append(float(value * scale))
+            if self.verbose and iteration % self.verbose == 0:
                 print(
-                    f"iteration {n}: objective {self.loss_curve_[-1]:.6g} "
+                    f"iteration {iteration}: objective {self.loss_curve_[-1]:.6g} "
                     f"({time.perf_counter() - start:.1f} s)"
                 )
 
         with limit_optimizer_blas():
-            result = scipy.optimize.minimize(
+            result = minimize_lbfgs(
                 fun,
                 theta0 * precondition,
-                jac=True,
-                method="L-BFGS-B",
+                max_iter=self.max_iter,
+                ftol=self.tol,
+                gtol=self.tol,
+                history=_LBFGS_HISTORY,
                 callback=callback,
-                options={
-                    "maxiter": self.max_iter,
-                    "ftol": self.tol,
-                    "gtol": self.tol,
-                    "maxcor": 20,
-                },
             )
         self.n_iter_ = int(result.nit)
         self.objective_ = float(result.fun * scale)
@@ -504,7 +516,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 stop = f"in max_iter={self.max_iter} L-BFGS iterations"
             else:
                 stop = (
-                    f"in {result.nfev} objective evaluations (scipy's limit; "
+                    f"in {result.nfev} objective evaluations (the limit; "
                     f"{result.nit} of max_iter={self.max_iter} iterations done)"
                 )
             warn_at_caller(
