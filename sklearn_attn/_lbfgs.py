@@ -64,6 +64,7 @@ def minimize_lbfgs(
     gtol=1e-7,
     history=10,
     history_dtype=np.float64,
+    initial_step=None,
     callback=None,
 ):
     """Minimise ``fun`` from ``x0`` by L-BFGS with a backtracking line search.
@@ -72,7 +73,7 @@ def minimize_lbfgs(
     ----------
     fun : callable
         ``fun(x) -> (value, gradient)``, with ``value`` a float and
-        ``gradient`` an array shaped like ``x``.
+        ``gradient`` a new float64 array shaped like ``x``.
     x0 : ndarray of shape (n,)
         Starting point (not modified).
     max_iter : int, default=500
@@ -85,9 +86,15 @@ def minimize_lbfgs(
         gradient entry.
     history : int, default=10
         Number of stored pairs ``m``.
-    history_dtype : dtype, default=np.float64
-        Storage of the pairs; ``np.float32`` halves their memory. The
-        recursion's inner products accumulate in double precision.
+    history_dtype : {np.float64, np.float32}, default=np.float64
+        Storage of the pairs, and precision of the recursion. ``np.float32``
+        halves the memory of the pairs; the curvatures ``s . y`` that weigh
+        them are computed in double precision before they are stored.
+    initial_step : float or None, default=None
+        Length of the first trial step along ``-gradient``, in units of the
+        gradient; ``None`` takes a step of unit Euclidean length, as L-BFGS-B
+        does. ``1.0`` suits a problem scaled so that its Hessian is about the
+        identity.
     callback : callable or None, default=None
         Called as ``callback(iteration, x, value)`` after each iteration.
 
@@ -95,7 +102,8 @@ def minimize_lbfgs(
     -------
     result : LBFGSResult
     """
-    x = np.array(x0, dtype=np.float64)
+    x = np.asarray(x0, dtype=np.float64)  # never written to: steps make new arrays
+    del x0  # x is rebound at the first step: the start need not stay in memory
     n = x.size
     if max_fun is None:
         max_fun = 20 * max_iter + 20
@@ -113,47 +121,65 @@ def minimize_lbfgs(
         max_iter = 0
     while n_iter < max_iter:
         order = [(newest - k) % history for k in range(n_pairs)]
-        direction = -_two_loop(grad, s_hist, y_hist, rho, order)
-        slope = float(direction @ grad)
+        direction = _two_loop(grad, s_hist, y_hist, rho, order)
+        np.negative(direction, out=direction)
+        slope = _dot(direction, grad)
         if slope >= 0:  # round-off broke the model: restart along -grad
             n_pairs = 0
-            direction = -grad
-            slope = -float(grad @ grad)
-        # Unit step, except on the first iteration with no curvature known: a
-        # step of unit length, as L-BFGS-B takes.
-        step = 1.0 if n_pairs else min(1.0, 1.0 / np.sqrt(-slope))
+            np.negative(grad, out=direction)
+            slope = -_dot(grad, grad)
+        if n_pairs:
+            step = 1.0
+        elif initial_step is None:
+            step = 1.0 / np.sqrt(-slope)
+        else:
+            step = initial_step
+        # x_new = x + step * direction; the direction is not kept during the
+        # evaluations (backtracking rescales x_new - x instead), which saves
+        # a vector of the problem's size at the peak of memory.
+        x_new = np.multiply(direction, step, out=direction)
+        x_new += x
+        del direction
         for _ in range(_MAX_BACKTRACKS):
-            x_new = x + step * direction
             value_new, grad_new = fun(x_new)
             value_new = float(value_new)
             n_fev += 1
-            if np.isfinite(value_new) and value_new <= value + _ARMIJO * step * slope:
+            if _sufficient_decrease(value_new, value, step * slope):
                 break
             if n_fev >= max_fun:
                 break
+            del grad_new
+            # Minimiser of the quadratic through f(0), f'(0) and f(step).
             excess = value_new - value - step * slope
             if np.isfinite(excess) and excess > 0:
                 shrink = -slope * step / (2.0 * excess)
             else:
                 shrink = _SHRINK_MIN
-            step *= min(max(shrink, _SHRINK_MIN), _SHRINK_MAX)
+            shrink = min(max(shrink, _SHRINK_MIN), _SHRINK_MAX)
+            step *= shrink
+            x_new -= x
+            x_new *= shrink
+            x_new += x
         else:
             value_new = np.inf
-        if not (np.isfinite(value_new) and value_new <= value + _ARMIJO * step * slope):
+        if not _sufficient_decrease(value_new, value, step * slope):
             if n_fev >= max_fun:
                 status, message = 1, f"max_fun={max_fun} evaluations reached"
             else:
                 status, message = 2, "no decrease along the search direction"
             break
-        s = x_new - x
-        y = grad_new - grad
-        curvature = float(s @ y)
-        if curvature > 1e-10 * np.sqrt(float(s @ s) * float(y @ y)):
-            newest = (newest + 1) % history
-            s_hist[newest] = s
-            y_hist[newest] = y
-            rho[newest] = 1.0 / curvature
+        # s and y go straight into the slot of the oldest pair.
+        slot = (newest + 1) % history
+        s, y = s_hist[slot], y_hist[slot]
+        np.subtract(x_new, x, out=s)
+        np.subtract(grad_new, grad, out=y)
+        curvature, s_norm2, y_norm2 = _step_products(x_new, x, grad_new, grad)
+        if curvature > 1e-10 * np.sqrt(s_norm2 * y_norm2):
+            newest = slot
+            rho[slot] = 1.0 / curvature
             n_pairs = min(n_pairs + 1, history)
+        elif n_pairs == history:  # the oldest pair was overwritten
+            n_pairs -= 1
         decrease = (value - value_new) / max(abs(value), abs(value_new), 1.0)
         x, value, grad = x_new, value_new, grad_new
         n_iter += 1
@@ -171,20 +197,61 @@ def minimize_lbfgs(
     return LBFGSResult(x, value, grad, n_iter, n_fev, status, message)
 
 
+# Vector operations avoid BLAS: its level-1 routines wake every thread of the
+# pool for each call, which on a busy machine costs ten times the arithmetic.
+# einsum's own loops and NumPy's ufuncs, over chunks, need no temporaries of
+# the size of the problem.
+_CHUNK = 2**16
+
+
+def _dot(a, b):
+    return float(np.einsum("i,i", a, b, dtype=np.float64))
+
+
+def _axpy(a, x, y):
+    """``y += a * x`` in place."""
+    buffer = np.empty(min(_CHUNK, y.size), dtype=y.dtype)
+    for start in range(0, y.size, _CHUNK):
+        part = slice(start, start + _CHUNK)
+        scaled = np.multiply(x[part], a, out=buffer[: y[part].size])
+        y[part] += scaled
+
+
+def _sufficient_decrease(value_new, value, predicted):
+    """Armijo's condition, and a real decrease: a step too short to change the
+    objective's floating-point value is no step (the run is at its floor)."""
+    return bool(
+        np.isfinite(value_new)
+        and value_new < value
+        and value_new <= value + _ARMIJO * predicted
+    )
+
+
+def _step_products(x_new, x, grad_new, grad):
+    """``s . y``, ``s . s`` and ``y . y`` in float64, chunk by chunk."""
+    sy = ss = yy = 0.0
+    for start in range(0, x.size, _CHUNK):
+        part = slice(start, start + _CHUNK)
+        s = x_new[part] - x[part]
+        y = grad_new[part] - grad[part]
+        sy += _dot(s, y)
+        ss += _dot(s, s)
+        yy += _dot(y, y)
+    return sy, ss, yy
+
+
 def _two_loop(grad, s_hist, y_hist, rho, order):
-    """The L-BFGS product ``H grad``, newest pair first in ``order``."""
-    q = grad.astype(np.float64, copy=True)
-    if not order:
-        return q
-    alpha = np.empty(len(order))
-    for k, slot in enumerate(order):
-        alpha[k] = rho[slot] * float(s_hist[slot] @ q)
-        q -= alpha[k] * y_hist[slot]
-    newest = order[0]
-    y = y_hist[newest]
-    q *= 1.0 / (rho[newest] * float(y @ y))  # gamma = s.y / y.y
-    for k in reversed(range(len(order))):
-        slot = order[k]
-        beta = rho[slot] * float(y_hist[slot] @ q)
-        q += (alpha[k] - beta) * s_hist[slot]
-    return q
+    """The L-BFGS product ``H grad`` (a new float64 array), newest pair first."""
+    q = grad.astype(s_hist.dtype, copy=True)
+    if order:
+        alpha = np.empty(len(order))
+        for k, slot in enumerate(order):
+            alpha[k] = rho[slot] * _dot(s_hist[slot], q)
+            _axpy(-alpha[k], y_hist[slot], q)
+        newest = order[0]
+        q *= 1.0 / (rho[newest] * _dot(y_hist[newest], y_hist[newest]))
+        for k in reversed(range(len(order))):
+            slot = order[k]
+            beta = rho[slot] * _dot(y_hist[slot], q)
+            _axpy(alpha[k] - beta, s_hist[slot], q)
+    return q.astype(np.float64, copy=False)

@@ -514,6 +514,9 @@ def sequence_weights(codes, *, identity_threshold=0.8, n_states=None):
     return 1.0 / counts[inverse]
 
 
+_MAX_BLOCK_ROWS = 1024
+
+
 def _close_counts(onehot_columns, multiplicity, min_agree):
     """For each distinct sequence, the multiplicity-weighted number of close ones.
 
@@ -528,7 +531,8 @@ def _close_counts(onehot_columns, multiplicity, min_agree):
     # A block holds two one-hot slices (b x width) and agreements (b x b).
     budget = _working_memory_bytes() / dtype.itemsize
     block = int(math.sqrt(width**2 + budget) - width)
-    block = min(max(block, 1), n_unique)
+    # Beyond a few thousand rows a block gains no speed, only memory.
+    block = min(max(block, 1), n_unique, _MAX_BLOCK_ROWS)
     starts = range(0, n_unique, block)
     counts = np.zeros(n_unique, dtype=np.float64)
 

@@ -44,7 +44,7 @@ from ._sampling import gibbs_sample
 from ._text import _encode_codepoints, _is_text, _text_codepoints, _text_view
 
 # Pairs kept by L-BFGS, and the precision of the objective's two big products.
-_LBFGS_HISTORY = 10
+_LBFGS_HISTORY = 5
 _PRODUCT_DTYPE = np.float32
 
 
@@ -411,9 +411,14 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 )
             else:
                 weights = np.ones(n_samples)
-        # Identical sequences contribute identical terms: merge them.
-        codes, inverse = np.unique(codes, axis=0, return_inverse=True)
-        weights = np.bincount(inverse.ravel(), weights=weights, minlength=len(codes))
+        # Identical sequences contribute identical terms: merge them (and drop
+        # those of zero weight, which contribute nothing).
+        positive = weights > 0
+        codes, inverse = np.unique(codes[positive], axis=0, return_inverse=True)
+        weights = np.bincount(
+            inverse.ravel(), weights=weights[positive], minlength=len(codes)
+        )
+        del inverse, positive
         alpha_couplings = (
             0.01 * (n_states - 1) * (n_sites - 1)
             if self.alpha_couplings is None
@@ -423,12 +428,6 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         parametrization = self._make_parametrization(n_sites, n_states)
         random_state = check_random_state(self.random_state)
         xp = device.xp
-        weight_sum = float(weights.sum())
-        frequencies = _state_frequencies(codes, weights, n_states)
-        theta0 = parametrization.initial(random_state, frequencies, weight_sum)
-        curvature = parametrization.curvature(
-            frequencies, weight_sum, self.alpha_fields, alpha_couplings
-        )
         with device.activate():
             rows = OneHotRows(
                 to_device(codes, device),
@@ -439,10 +438,10 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             )
             theta = self._minimize(
                 parametrization,
-                theta0,
-                curvature,
+                _state_frequencies(codes, weights, n_states),
+                float(weights.sum()),
+                random_state,
                 rows,
-                weight_sum * n_sites,
                 alpha_couplings,
                 device,
             )
@@ -454,28 +453,42 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     def _minimize(
         self,
         parametrization,
-        theta0,
-        curvature,
+        frequencies,
+        weight_sum,
+        random_state,
         rows,
-        scale,
         alpha_couplings,
         device,
     ):
-        """L-BFGS in preconditioned coordinates ``u = sqrt(curvature) * theta``."""
+        """L-BFGS in preconditioned coordinates ``u = sqrt(curvature) * theta``.
+
+        Starts where ``parametrization.initial`` says; only ``u`` and the
+        preconditioner outlive the start, so the peak memory holds few vectors
+        of the parameters' size.
+        """
         xp = device.xp
         self.loss_curve_ = []
         # Optimise the per-site mean (tolerances then mean the same at any size),
         # in coordinates where the Hessian's diagonal is about one.
+        scale = weight_sum * parametrization.n_sites
+        curvature = parametrization.curvature(
+            frequencies, weight_sum, self.alpha_fields, alpha_couplings
+        )
+        unit_scaled = curvature is not None
         if curvature is None:
-            precondition = np.ones_like(theta0)
+            precondition = np.ones(parametrization.n_params)
         else:
             # Without a penalty, a state a site never (or always) shows has no
             # curvature at the start: the objective is flat there to second
             # order, and falls towards an optimum at infinity. Any positive
             # scale preconditions it; the smallest positive one keeps it tame.
-            positive = curvature[curvature > 0]
-            floor = positive.min() if positive.size else scale
-            precondition = np.sqrt(np.maximum(curvature, floor) / scale)
+            positive = curvature > 0
+            floor = curvature.min(initial=np.inf, where=positive)
+            floor = scale if np.isinf(floor) else floor
+            del positive
+            np.maximum(curvature, floor, out=curvature)
+            curvature /= scale
+            precondition = np.sqrt(curvature, out=curvature)
 
         def fun(u):
             theta = u / precondition
@@ -487,7 +500,11 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 alpha_couplings,
                 xp,
             )
-            return value / scale, to_host(grad) / (scale * precondition)
+            del theta
+            grad = to_host(grad)
+            grad /= precondition  # in place: no second vector of the parameters' size
+            grad /= scale
+            return value / scale, grad
 
         start = time.perf_counter()
 
@@ -502,11 +519,17 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         with limit_optimizer_blas():
             result = minimize_lbfgs(
                 fun,
-                theta0 * precondition,
+                # Made here, so that minimize_lbfgs holds the only reference.
+                parametrization.initial(random_state, frequencies, weight_sum)
+                * precondition,
                 max_iter=self.max_iter,
                 ftol=self.tol,
                 gtol=self.tol,
                 history=_LBFGS_HISTORY,
+                history_dtype=np.float32,
+                # The preconditioned Hessian's diagonal is about one: a unit
+                # first step is a diagonal Newton step.
+                initial_step=1.0 if unit_scaled else None,
                 callback=callback,
             )
         self.n_iter_ = int(result.nit)

@@ -99,7 +99,7 @@ class OneHotRows:
         n, n_sites = codes.shape
         if block_rows is None:
             width = n_sites * n_states * self.dtype.itemsize
-            block_rows = max(64, (4 * 2**20) // width)
+            block_rows = max(64, (2 * 2**20) // width)
         self.block_rows = int(min(max(block_rows, 1), max(n, 1)))
         self.xp = xp
 
@@ -108,17 +108,30 @@ class OneHotRows:
         return self.codes.shape[0]
 
     def blocks(self):
-        """``(onehot, weights)`` of each block of rows, in order."""
+        """``(onehot, weights, positions)`` of each block of rows, in order.
+
+        ``positions[s, i]`` is the column of ``onehot`` that is one for site ``i``
+        of sequence ``s``.
+        """
+        xp = self.xp
+        n_sites = self.codes.shape[1]
+        offsets = self.n_states * xp.arange(n_sites)
         for start in range(0, self.n_rows, self.block_rows):
             rows = slice(start, start + self.block_rows)
-            codes = self.codes[rows]
-            yield (
-                one_hot(codes, self.n_states, self.xp, self.dtype),
-                self.weights[rows],
-            )
+            positions = self.codes[rows] + offsets
+            onehot = xp.zeros((positions.shape[0], n_sites * self.n_states), self.dtype)
+            xp.put_along_axis(onehot, positions, 1.0, axis=1)
+            yield onehot, self.weights[rows], positions
 
 
-def data_term_and_gradient(rows, couplings_mat, fields, xp=np):
+# A site's exponentials are shifted by the largest logit of that site in the
+# block; a sequence whose own largest logit lies this far below (so that its
+# normaliser falls towards float32's underflow) sends the block to an exact
+# per-sequence shift instead.
+_SMALLEST_NORMALISER = 1e-30
+
+
+def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=False):
     """Weighted negative pseudo-log-likelihood and its gradient in ``(J_mat, h)``.
 
     Parameters
@@ -126,6 +139,9 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np):
     rows : OneHotRows
     couplings_mat : array of shape (L * q, L * q), zero diagonal blocks
     fields : array of shape (L, q)
+    symmetric : bool, default=False
+        Whether ``couplings_mat`` is symmetric (then it is used as it is, with
+        no transposed copy).
 
     Returns
     -------
@@ -138,30 +154,39 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np):
     """
     n_sites, n_states = fields.shape
     width = n_sites * n_states
-    couplings_t = xp.ascontiguousarray(couplings_mat.T, dtype=rows.dtype)
+    couplings_t = couplings_mat if symmetric else couplings_mat.T
+    couplings_t = xp.ascontiguousarray(couplings_t, dtype=rows.dtype)
     fields_row = fields.reshape(1, width).astype(rows.dtype)
     value = 0.0
     grad_couplings = xp.zeros((width, width))
     grad_fields = xp.zeros(width)
-    for onehot, weights in rows.blocks():
+    for onehot, weights, positions in rows.blocks():
         logits = onehot @ couplings_t
         logits += fields_row
         z = logits.reshape(-1, n_sites, n_states)
-        # Sum over sites of the observed state's logit, then of log-normalisers:
-        # log p(s_i | s_-i) needs no log-probability of the other states.
-        observed = (logits * onehot).sum(axis=1, dtype=np.float64)
-        top = z.max(axis=2, keepdims=True)
-        z -= top
-        xp.exp(z, out=z)
-        total = z.sum(axis=2, keepdims=True)
+        # log p(s_i | s_-i) is the observed state's logit less the site's log
+        # normaliser: no log-probability of the other states is needed.
+        observed = xp.take_along_axis(logits, positions, axis=1)
+        observed = observed.sum(axis=1, dtype=np.float64)
+        # Reductions over the rows are fast; over the q states of a site, slow.
+        top = logits.max(axis=0).reshape(n_sites, n_states).max(axis=1)
+        top = xp.broadcast_to(top[None, :, None], (z.shape[0], n_sites, 1))
+        exps = xp.subtract(z, top)
+        xp.exp(exps, out=exps)
+        total = exps.sum(axis=2, keepdims=True)
+        if float(total.min()) < _SMALLEST_NORMALISER:
+            top = z.max(axis=2, keepdims=True)
+            xp.subtract(z, top, out=exps)
+            xp.exp(exps, out=exps)
+            total = exps.sum(axis=2, keepdims=True)
         log_norm = (xp.log(total) + top).sum(axis=(1, 2), dtype=np.float64)
         value -= float(weights @ (observed - log_norm))
         # d value / d logits = w_s (p - x), in the logits' buffer.
-        z /= total
+        xp.divide(exps, total, out=z)
         logits -= onehot
         logits *= weights.astype(rows.dtype)[:, None]
         grad_couplings += logits.T @ onehot
-        grad_fields += logits.sum(axis=0, dtype=np.float64)
+        grad_fields += xp.ones(logits.shape[0], rows.dtype) @ logits
     return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
 
 
@@ -196,19 +221,13 @@ class FullCouplings:
     (as plmc stores them), so ``J`` is symmetric by construction.
     """
 
+    #: ``J`` is symmetric, and the penalty is computed on the parameters.
+    symmetric = True
+
     def __init__(self, n_sites, n_states):
         self.n_sites, self.n_states = n_sites, n_states
-        upper_i, upper_j = np.triu_indices(n_sites, 1)
-        self._pairs = (upper_i, upper_j)
-        # Index arrays per array module, keyed by name (modules do not pickle).
-        self._pairs_on = {np.__name__: self._pairs}
-        self.n_params = n_sites * n_states + len(upper_i) * n_states**2
-
-    def _pairs_for(self, xp):
-        if xp.__name__ not in self._pairs_on:
-            pairs = tuple(xp.asarray(index) for index in self._pairs)
-            self._pairs_on[xp.__name__] = pairs
-        return self._pairs_on[xp.__name__]
+        self._pairs = np.triu_indices(n_sites, 1)
+        self.n_params = n_sites * n_states + len(self._pairs[0]) * n_states**2
 
     def split(self, theta):
         L, q = self.n_sites, self.n_states
@@ -216,24 +235,56 @@ class FullCouplings:
         blocks = theta[L * q :].reshape(-1, q, q)
         return fields, blocks
 
-    def couplings(self, theta, xp=np):
-        """``(J_mat, fields)`` from the parameter vector."""
+    def _rows_of_pairs(self):
+        """``(i, pairs)``: the blocks ``(i, j > i)`` are ``blocks[pairs]``."""
+        start = 0
+        for i in range(self.n_sites - 1):
+            stop = start + self.n_sites - 1 - i
+            yield i, slice(start, stop)
+            start = stop
+
+    def couplings(self, theta, xp=np, dtype=None):
+        """``(J_mat, fields)`` from the parameter vector; ``J_mat`` in ``dtype``.
+
+        Built one site at a time with slices, so no temporary of the size of the
+        parameters is made (``fields`` is a view of ``theta``).
+        """
         L, q = self.n_sites, self.n_states
         fields, blocks = self.split(theta)
-        tensor = xp.zeros((L, q, L, q), dtype=theta.dtype)
-        i, j = self._pairs_for(xp)
-        tensor[i, :, j, :] = blocks
-        tensor[j, :, i, :] = blocks.transpose(0, 2, 1)
+        tensor = xp.zeros((L, q, L, q), dtype=theta.dtype if dtype is None else dtype)
+        for i, pairs in self._rows_of_pairs():
+            tensor[i, :, i + 1 :, :] = blocks[pairs].transpose(1, 0, 2)
+            tensor[i + 1 :, :, i, :] = blocks[pairs].transpose(0, 2, 1)
         return tensor.reshape(L * q, L * q), fields
 
     def pull_back(self, theta, grad_couplings, grad_fields, xp=np):
         """Gradient in the parameter vector from the gradient in ``(J_mat, h)``."""
         L, q = self.n_sites, self.n_states
         g = grad_couplings.reshape(L, q, L, q)
-        i, j = self._pairs_for(xp)
+        out = xp.empty(self.n_params)
+        out[: L * q] = grad_fields.ravel()
+        blocks = out[L * q :].reshape(-1, q, q)
         # Each stored block appears twice in J_mat: as J_ij and as J_ji^T.
-        blocks = g[i, :, j, :] + g[j, :, i, :].transpose(0, 2, 1)
-        return xp.concatenate([grad_fields.ravel(), blocks.ravel()])
+        for i, pairs in self._rows_of_pairs():
+            xp.add(
+                g[i, :, i + 1 :, :].transpose(1, 0, 2),
+                g[i + 1 :, :, i, :].transpose(0, 2, 1),
+                out=blocks[pairs],
+            )
+        return out
+
+    def add_penalty(self, theta, grad, alpha_fields, alpha_couplings, xp=np):
+        """plmc's penalty, added to ``grad`` in place; returns its value.
+
+        ``alpha_J / 2 sum_{i != j} |J_ij|^2`` counts each stored block twice.
+        """
+        n_fields = self.n_sites * self.n_states
+        fields, blocks = theta[:n_fields], theta[n_fields:]
+        value = alpha_fields * float(fields @ fields)
+        value += alpha_couplings * float(blocks @ blocks)
+        grad[:n_fields] += (2.0 * alpha_fields) * fields
+        grad[n_fields:] += (2.0 * alpha_couplings) * blocks
+        return value
 
     def initial(self, random_state, frequencies, weight_sum):
         """Zero couplings; fields of the independent-site model, as plmc starts."""
@@ -282,6 +333,8 @@ class FactoredAttention:
     then the values (H, q, q).
     """
 
+    symmetric = False
+
     def __init__(self, n_sites, n_states, n_heads, attention="softmax", init_scale=0.1):
         self.n_sites, self.n_states, self.n_heads = n_sites, n_states, n_heads
         self.attention = attention
@@ -306,7 +359,7 @@ class FactoredAttention:
         weights = xp.exp(logits)
         return weights / weights.sum(axis=2, keepdims=True)
 
-    def couplings(self, theta, xp=np):
+    def couplings(self, theta, xp=np, dtype=None):
         L, q = self.n_sites, self.n_states
         fields, raw, values = self.split(theta)
         attention = self.attention_matrices(raw, xp)
@@ -315,7 +368,8 @@ class FactoredAttention:
             self.n_heads, -1
         )
         tensor = tensor.reshape(L, L, q, q).transpose(0, 2, 1, 3)
-        return xp.ascontiguousarray(tensor).reshape(L * q, L * q), fields
+        tensor = xp.ascontiguousarray(tensor, dtype=dtype)
+        return tensor.reshape(L * q, L * q), fields
 
     def pull_back(self, theta, grad_couplings, grad_fields, xp=np):
         L, q, H = self.n_sites, self.n_states, self.n_heads
@@ -354,8 +408,23 @@ class FactoredAttention:
 def objective(theta, parametrization, rows, alpha_fields, alpha_couplings, xp=np):
     """plmc's objective and its gradient in the parameter vector.
 
-    ``rows`` is the weighted alignment as :class:`OneHotRows`.
+    ``rows`` is the weighted alignment as :class:`OneHotRows`. A symmetric
+    parametrization (the full model) builds ``J_mat`` directly in the products'
+    precision and adds its penalty on the parameters; the others go through
+    ``J_mat`` in double precision.
     """
+    if parametrization.symmetric:
+        couplings_mat, fields = parametrization.couplings(theta, xp, dtype=rows.dtype)
+        value, grad_couplings, grad_fields = data_term_and_gradient(
+            rows, couplings_mat, fields, xp, symmetric=True
+        )
+        del couplings_mat
+        grad = parametrization.pull_back(theta, grad_couplings, grad_fields, xp)
+        del grad_couplings
+        value += parametrization.add_penalty(
+            theta, grad, alpha_fields, alpha_couplings, xp
+        )
+        return value, grad
     couplings_mat, fields = parametrization.couplings(theta, xp)
     value, grad_couplings, grad_fields = data_term_and_gradient(
         rows, couplings_mat, fields, xp
