@@ -237,7 +237,9 @@ def test_pickle_and_reproducibility(global_random_seed):
 )
 def test_bad_input_at_fit(X, match):
     with pytest.raises(ValueError, match=match):
-        PottsPseudoLikelihood(alphabet="dna", max_iter=5).fit(X)
+        PottsPseudoLikelihood(alphabet="dna", unknown_letters="error", max_iter=5).fit(
+            X
+        )
 
 
 @few_iterations

@@ -1,8 +1,9 @@
 """Generalized Potts models by pseudo-likelihood: factored self-attention or plmDCA.
 
 Also the alignment tools a computational biologist needs around it: reading
-FASTA/A2M alignments, encoding, filtering, sequence reweighting, and contact
-scores with their precision against a structure.
+FASTA/A2M alignments, encoding, filtering, sequence reweighting, contact
+scores with their precision against a structure, and files for other tools
+(ranked contact tables, plmc's coupling scores, the model's parameters).
 """
 
 from ._alignment import (
@@ -13,7 +14,16 @@ from ._alignment import (
     read_alignment,
     sequence_weights,
 )
-from ._contacts import apc, contact_precision, frobenius_scores, read_contact_map
+from ._contacts import (
+    apc,
+    contact_precision,
+    frobenius_scores,
+    read_contact_map,
+    read_couplings,
+    write_contacts,
+    write_couplings,
+    write_ec,
+)
 from ._estimator import PottsPseudoLikelihood
 from ._sampling import (
     conditional_log_probs,
@@ -37,5 +47,9 @@ __all__ = [
     "gibbs_sample",
     "read_alignment",
     "read_contact_map",
+    "read_couplings",
     "sequence_weights",
+    "write_contacts",
+    "write_couplings",
+    "write_ec",
 ]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import math
 import os
+import re
 import zlib
 from numbers import Integral, Real
 
@@ -115,7 +116,15 @@ def _resolve_format(source, format):
     return "fasta"
 
 
-def read_alignment(source, *, format="auto"):
+def read_alignment(
+    source,
+    *,
+    format="auto",
+    alphabet=None,
+    unknown_letters="drop",
+    focus=None,
+    return_info=False,
+):
     """Read an aligned FASTA, A2M or A3M file.
 
     Records start with a ``>`` line (the whole line after ``>`` is the name);
@@ -124,7 +133,7 @@ def read_alignment(source, *, format="auto"):
     and LF, CRLF and CR-only line endings are read alike (from a path, a
     gzipped path or an open file in any newline mode).
 
-    Conventions:
+    Conventions, as plmc and EVcouplings read alignments:
 
     * ``"fasta"``: every character is an alignment column; ``.`` is read as
       the gap ``-`` and lower-case letters are upper-cased.
@@ -132,6 +141,15 @@ def read_alignment(source, *, format="auto"):
       and are dropped; upper-case letters and ``-`` are the match columns
       (``-`` a deletion). For ``"a3m"``, lines starting with ``#`` (HH-suite
       headers) are skipped.
+    * ``focus``: only the columns where the focus sequence has an upper-case
+      letter are kept (plmc's ``-f``): not its gaps, nor its lower-case
+      (insert) letters. Residues are numbered from the ``start`` of a name
+      ``ID/start-end`` (else from 1), counting every letter of the focus
+      sequence, inserts included.
+    * ``alphabet``: sequences with a letter outside it (``X``, ``B``, ``Z``,
+      ...) in a kept column are dropped (``unknown_letters="drop"``, plmc's
+      behaviour; the focus sequence too, after it has chosen the columns),
+      have such letters read as the gap (``"gap"``), or raise (``"error"``).
 
     Parameters
     ----------
@@ -140,20 +158,42 @@ def read_alignment(source, *, format="auto"):
     format : {"auto", "fasta", "a2m", "a3m"}, default="auto"
         ``"auto"`` chooses ``"a2m"`` or ``"a3m"`` from the file name's suffix
         (before any ``.gz``) and ``"fasta"`` otherwise.
+    alphabet : str or None, default=None
+        A name in :data:`ALPHABETS` or a string of distinct characters whose
+        first character is the gap; ``None`` checks no letters.
+    unknown_letters : {"drop", "gap", "error"}, default="drop"
+        What to do with a sequence holding letters outside ``alphabet``
+        (ignored without one). Lower-case letters count as their upper-case
+        forms.
+    focus : str or None, default=None
+        Name of the focus sequence: the full name, or a prefix of exactly one
+        name (as plmc matches ``-f``, so ``"BPT1_BOVIN"`` finds
+        ``"BPT1_BOVIN/36-88"``).
+    return_info : bool, default=False
+        Also return what was done, as a third value.
 
     Returns
     -------
     names : list of str
-        Record names, in file order.
+        Record names, in file order (dropped records left out).
     sequences : list of str
         Aligned sequences, all of the same length.
+    info : :class:`~sklearn.utils.Bunch`
+        Only when ``return_info=True``: ``n_read`` (records in the file),
+        ``dropped`` (names of the dropped records), ``columns`` (0-based
+        match columns kept), ``positions`` (1-based residue numbers of the
+        kept columns: focus numbering, or ``columns + 1``), ``focus`` (the
+        focus sequence's full name, or None) and ``residues`` (its letters at
+        the kept columns, or None).
 
     Raises
     ------
     ValueError
         For a file without records, text before the first record, a record
         without sequence, sequences of different aligned lengths, bytes that
-        are not UTF-8, or a gzip stream that cannot be decompressed.
+        are not UTF-8, a gzip stream that cannot be decompressed, a focus
+        that names no record (or several), or unknown letters with
+        ``unknown_letters="error"``.
     TypeError
         When ``source`` is neither a path nor an object with a ``read``
         method returning str or bytes.
@@ -171,8 +211,117 @@ def read_alignment(source, *, format="auto"):
     (['query', 'hit/1-7'], ['AC-DE', 'ACDEF'])
     >>> read_alignment(io.StringIO(">a\\nac.D\\n"))
     (['a'], ['AC-D'])
+
+    Focus mode, and a sequence with an ``X`` dropped:
+
+    >>> text = ">q/10-13\\nAc-DE\\n>h1\\nAC-XE\\n>h2\\nAC-DF\\n"
+    >>> names, seqs, info = read_alignment(
+    ...     io.StringIO(text), alphabet="protein", focus="q", return_info=True)
+    >>> names, seqs
+    (['q/10-13', 'h2'], ['ADE', 'ADF'])
+    >>> info.dropped, info.positions.tolist(), info.residues
+    (['h1'], [10, 12, 13], 'ADE')
     """
+    from sklearn.utils import Bunch
+
+    from ._text import _check_unknown_letters, _rows_with_unknown_letters
+
     format = _resolve_format(source, format)
+    _check_unknown_letters(unknown_letters)
+    if alphabet is not None:
+        alphabet = _resolve_alphabet(alphabet)
+    if focus is not None and not isinstance(focus, str):
+        raise TypeError(f"focus must be a sequence name (str) or None; got {focus!r}.")
+    names, raw = _read_records(source, format)
+    n_read = len(names)
+    if format == "fasta":
+        aligned = [sequence.translate(_DOT_TO_GAP) for sequence in raw]
+    else:
+        aligned = [sequence.translate(_DROP_INSERTS) for sequence in raw]
+    for number, sequence in enumerate(aligned, start=1):
+        if not sequence:
+            inserts = "" if format == "fasta" else " once insert states are dropped"
+            raise ValueError(
+                f"Record {number} ({names[number - 1]!r}) has no sequence{inserts}."
+            )
+        if len(sequence) != len(aligned[0]):
+            raise ValueError(
+                f"Record {number} ({names[number - 1]!r}) has aligned length "
+                f"{len(sequence)}, but record 1 ({names[0]!r}) has "
+                f"{len(aligned[0])}: the sequences are not aligned (read as "
+                f"{format!r})."
+            )
+    length = len(aligned[0])
+    columns = np.arange(length)
+    positions = columns + 1
+    residues = focus_name = None
+    focus_index = None
+    if focus is not None:
+        focus_index = _find_focus(names, focus)
+        focus_name = names[focus_index]
+        columns, positions = _focus_columns(raw[focus_index], focus_name, format)
+    sequences = [sequence.upper() for sequence in aligned]
+    if focus is not None:
+        take = columns.tolist()
+        sequences = ["".join([seq[c] for c in take]) for seq in sequences]
+        residues = sequences[focus_index]
+    dropped = []
+    if alphabet is not None:
+        from ._text import _text_codepoints
+
+        points = _text_codepoints(sequences)
+        unknown = _rows_with_unknown_letters(points, alphabet)
+        if unknown.any():
+            if unknown_letters == "error":
+                s = int(np.flatnonzero(unknown)[0])
+                bad = sorted({c for c in sequences[s] if c not in alphabet})
+                raise ValueError(
+                    f"Record {s + 1} ({names[s]!r}) has letters outside the "
+                    f"alphabet {alphabet!r}: {''.join(bad)!r}. Use "
+                    "unknown_letters='drop' to leave such sequences out, or "
+                    "'gap' to read those letters as gaps."
+                )
+            if unknown_letters == "gap":
+                table = {
+                    ord(c): alphabet[0]
+                    for s in np.flatnonzero(unknown)
+                    for c in sequences[s]
+                    if c not in alphabet
+                }
+                sequences = [
+                    seq.translate(table) if bad else seq
+                    for seq, bad in zip(sequences, unknown, strict=True)
+                ]
+            else:
+                dropped = [
+                    name for name, bad in zip(names, unknown, strict=True) if bad
+                ]
+                names = [
+                    name for name, bad in zip(names, unknown, strict=True) if not bad
+                ]
+                sequences = [
+                    seq for seq, bad in zip(sequences, unknown, strict=True) if not bad
+                ]
+                if not sequences:
+                    raise ValueError(
+                        f"Every sequence has letters outside the alphabet "
+                        f"{alphabet!r}; none is left."
+                    )
+    if not return_info:
+        return names, sequences
+    info = Bunch(
+        n_read=n_read,
+        dropped=dropped,
+        columns=columns,
+        positions=positions,
+        focus=focus_name,
+        residues=residues,
+    )
+    return names, sequences, info
+
+
+def _read_records(source, format):
+    """Names and raw sequences (white space removed) of the records."""
     text = _read_text(source)
     if format == "a3m":
         text = "\n".join(line for line in text.split("\n") if not line.startswith("#"))
@@ -184,27 +333,61 @@ def read_alignment(source, *, format="auto"):
         )
     if not chunks:
         raise ValueError("source contains no FASTA records (no line starts with '>').")
-    names, sequences = [], []
-    for number, chunk in enumerate(chunks, start=1):
+    names, raw = [], []
+    for chunk in chunks:
         header, _, body = chunk.partition("\n")
-        name = header.strip()
-        sequence = "".join(body.split())
-        if format == "fasta":
-            sequence = sequence.translate(_DOT_TO_GAP).upper()
-        else:
-            sequence = sequence.translate(_DROP_INSERTS)
-        if not sequence:
-            inserts = "" if format == "fasta" else " once insert states are dropped"
-            raise ValueError(f"Record {number} ({name!r}) has no sequence{inserts}.")
-        if sequences and len(sequence) != len(sequences[0]):
-            raise ValueError(
-                f"Record {number} ({name!r}) has aligned length {len(sequence)}, "
-                f"but record 1 ({names[0]!r}) has {len(sequences[0])}: the "
-                f"sequences are not aligned (read as {format!r})."
-            )
-        names.append(name)
-        sequences.append(sequence)
-    return names, sequences
+        names.append(header.strip())
+        raw.append("".join(body.split()))
+    return names, raw
+
+
+def _find_focus(names, focus):
+    """Index of the focus record: its full name, or the one name it prefixes."""
+    if focus in names:
+        return names.index(focus)
+    matches = [k for k, name in enumerate(names) if name.startswith(focus)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ValueError(
+            f"focus={focus!r} names no sequence of the alignment (neither a full "
+            f"name nor a prefix of one); the first names are {names[:3]}."
+        )
+    raise ValueError(
+        f"focus={focus!r} is a prefix of {len(matches)} names "
+        f"({[names[k] for k in matches[:3]]}...); give the full name."
+    )
+
+
+_RANGE = re.compile(r"/(\d+)-(\d+)$")
+
+
+def _focus_columns(raw, name, format):
+    """Kept columns (upper-case letters of the focus) and their residue numbers.
+
+    A residue's number counts every letter of the focus sequence before it
+    (match and insert states alike), from the start of its ``/start-end``.
+    """
+    match = _RANGE.search(name)
+    start = int(match.group(1)) if match else 1
+    columns, positions = [], []
+    residue = start
+    column = 0
+    for char in raw:
+        is_insert = format != "fasta" and (char.islower() or char == ".")
+        if not is_insert:
+            if char.isalpha() and char.isupper():
+                columns.append(column)
+                positions.append(residue)
+            column += 1
+        if char.isalpha():
+            residue += 1
+    if not columns:
+        raise ValueError(
+            f"The focus sequence {name!r} has no upper-case letter: no column "
+            "would be kept."
+        )
+    return np.asarray(columns), np.asarray(positions)
 
 
 # ---------------------------------------------------------------------------

@@ -41,7 +41,13 @@ from ._model import (
     zero_sum_gauge,
 )
 from ._sampling import gibbs_sample
-from ._text import _encode_codepoints, _is_text, _text_codepoints, _text_view
+from ._text import (
+    _encode_codepoints,
+    _is_text,
+    _rows_with_unknown_letters,
+    _text_codepoints,
+    _text_view,
+)
 
 # Pairs kept by L-BFGS, and the precision of the objective's two big products.
 _LBFGS_HISTORY = 5
@@ -100,6 +106,13 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         string of distinct characters. Integer codes ignore it. Predictions
         encode text over the fitted ``states_``, whatever ``alphabet`` is set
         to after ``fit``.
+    unknown_letters : {"drop", "gap", "error"}, default="drop"
+        For text input: what a letter outside the alphabet (``X``, ``B``,
+        ``Z``, ...; lower case counts as upper case) does. ``"drop"`` leaves
+        such sequences out of ``fit``, as plmc does (``n_sequences_dropped_``
+        counts them, and their ``sample_weight`` goes with them), and makes
+        the prediction methods raise on them; ``"gap"`` reads such letters as
+        the gap (the alphabet's first character); ``"error"`` raises.
     alpha_fields : float, default=0.01
         Penalty ``alpha_h`` on the fields (plmc's ``-lh``).
     alpha_couplings : float, default=None
@@ -143,6 +156,13 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         Value matrices ``V^k`` (factored only).
     alpha_couplings_ : float
         The coupling penalty used (``alpha_couplings`` or its default).
+    n_eff_ : float
+        Effective number of sequences: the sum of the weights the fit used
+        (``sample_weight``, the ``sequence_identity`` reweighting, or one per
+        sequence), as plmc reports it.
+    n_sequences_dropped_ : int
+        Sequences of ``X`` left out for letters outside the alphabet
+        (``unknown_letters="drop"``); 0 for integer codes.
     objective_ : float
         plmc's objective at the solution, in plmc's units.
     n_iter_ : int
@@ -176,6 +196,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         "n_heads": [Interval(Integral, 1, None, closed="left")],
         "attention": [StrOptions({"softmax", "free"})],
         "alphabet": [str],
+        "unknown_letters": [StrOptions({"drop", "gap", "error"})],
         "alpha_fields": [Interval(Real, 0, None, closed="left")],
         "alpha_couplings": [Interval(Real, 0, None, closed="left"), None],
         "sequence_identity": [Interval(Real, 0, 1, closed="right"), None],
@@ -194,6 +215,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         n_heads=1,
         attention="softmax",
         alphabet="protein",
+        unknown_letters="drop",
         alpha_fields=0.01,
         alpha_couplings=None,
         sequence_identity=None,
@@ -208,6 +230,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         self.n_heads = n_heads
         self.attention = attention
         self.alphabet = alphabet
+        self.unknown_letters = unknown_letters
         self.alpha_fields = alpha_fields
         self.alpha_couplings = alpha_couplings
         self.sequence_identity = sequence_identity
@@ -241,7 +264,38 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             # The fitted states, not the parameter: predictions never depend on
             # an alphabet set after fit.
             alphabet = "".join(self.states_)
-        codes = _encode_codepoints(points, alphabet, name="X")
+        unknown = _rows_with_unknown_letters(points, alphabet)
+        if unknown.any() and self.unknown_letters == "drop":
+            if reset:  # plmc's rule: such sequences are left out of the fit
+                self._dropped_rows = unknown
+                points = points[~unknown]
+                if not points.size:
+                    raise ValueError(
+                        f"Every sequence of X has letters outside the alphabet "
+                        f"{alphabet!r}; none is left to fit (unknown_letters="
+                        "'drop'). Use unknown_letters='gap' to read them as gaps."
+                    )
+            else:
+                s = int(np.flatnonzero(unknown)[0])
+                i = int(
+                    np.flatnonzero(
+                        ~np.isin(
+                            points[s],
+                            [ord(c) for c in alphabet]
+                            + [ord(c.lower()) for c in alphabet],
+                        )
+                    )[0]
+                )
+                raise ValueError(
+                    f"X[{s}] has {chr(points[s, i])!r} at position {i} (0-based), "
+                    f"which is not in the fitted states {alphabet!r}; a prediction "
+                    "cannot drop a sequence (unknown_letters='drop' drops them "
+                    "from fit only): set unknown_letters='gap' to read such "
+                    "letters as gaps."
+                )
+        codes = _encode_codepoints(
+            points, alphabet, name="X", unknown_letters=self.unknown_letters
+        )
         if reset:
             self.states_ = np.array(list(alphabet))
             self._string_input = True
@@ -399,11 +453,19 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         """
         device = resolve_device(self.device, X)
         self._clear_device_cache()
+        self._dropped_rows = None
         codes = self._encode(to_host(X), reset=True)
+        dropped = self._dropped_rows
+        del self._dropped_rows
         n_samples, n_sites = codes.shape
         n_states = self.states_.size
         self.n_sites_ = n_sites
-        weights = check_sample_weight(sample_weight, n_samples)
+        self.n_sequences_dropped_ = 0 if dropped is None else int(dropped.sum())
+        if dropped is None:
+            weights = check_sample_weight(sample_weight, n_samples)
+        else:
+            weights = check_sample_weight(sample_weight, dropped.size)
+            weights = None if weights is None else weights[~dropped]
         if weights is None:
             if self.sequence_identity is not None:
                 weights = sequence_weights(
@@ -411,6 +473,12 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 )
             else:
                 weights = np.ones(n_samples)
+        self.n_eff_ = float(weights.sum())
+        if not self.n_eff_ > 0:
+            raise ValueError(
+                "The sequences kept for the fit have a total weight of "
+                f"{self.n_eff_}; at least one positive sample_weight is needed."
+            )
         # Identical sequences contribute identical terms: merge them (and drop
         # those of zero weight, which contribute nothing).
         positive = weights > 0

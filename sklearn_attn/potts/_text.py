@@ -206,8 +206,23 @@ def _text_codepoints(sequences, name="sequences"):
     return np.asarray(strings, dtype=f"<U{length}").view(np.uint32).reshape(-1, length)
 
 
-def _encode_codepoints(points, alphabet, name="sequences"):
-    """Codes of the code points ``(n, L)`` over a resolved alphabet."""
+_UNKNOWN_LETTERS = ("drop", "gap", "error")
+
+
+def _check_unknown_letters(unknown_letters, name="unknown_letters"):
+    if unknown_letters not in _UNKNOWN_LETTERS:
+        raise ValueError(
+            f"{name} must be one of {_UNKNOWN_LETTERS}; got {unknown_letters!r}."
+        )
+
+
+def _encode_codepoints(points, alphabet, name="sequences", unknown_letters="error"):
+    """Codes of the code points ``(n, L)`` over a resolved alphabet.
+
+    With ``unknown_letters="gap"`` a character outside the alphabet gets code 0
+    (the gap of the named alphabets); with ``"drop"`` it gets code 0 too, and
+    the caller drops the rows that :func:`_rows_with_unknown_letters` names.
+    """
     keys = [ord(c) for c in alphabet]
     values = list(range(len(alphabet)))
     if alphabet == alphabet.upper():
@@ -221,12 +236,26 @@ def _encode_codepoints(points, alphabet, name="sequences"):
     keys, values = keys[order], values[order]
     where = np.minimum(np.searchsorted(keys, points), keys.size - 1)
     known = keys[where] == points
+    codes = values[where].astype(np.int64, copy=False)
     if not known.all():
-        s, i = (int(k) for k in np.argwhere(~known)[0])
-        n_unknown = int(known.size - np.count_nonzero(known))
-        raise ValueError(
-            f"{name}[{s}] has {chr(points[s, i])!r} at position {i} (0-based), "
-            f"which is not in the alphabet {alphabet!r} ({n_unknown} unknown "
-            "character(s) in all)."
-        )
-    return values[where].astype(np.int64, copy=False)
+        if unknown_letters == "error":
+            s, i = (int(k) for k in np.argwhere(~known)[0])
+            n_unknown = int(known.size - np.count_nonzero(known))
+            raise ValueError(
+                f"{name}[{s}] has {chr(points[s, i])!r} at position {i} (0-based), "
+                f"which is not in the alphabet {alphabet!r} ({n_unknown} unknown "
+                "character(s) in all)."
+            )
+        codes[~known] = 0
+    return codes
+
+
+def _rows_with_unknown_letters(points, alphabet):
+    """Boolean mask of the rows of ``points`` with a character outside ``alphabet``
+    (lower case counting as upper case when the alphabet has none)."""
+    allowed = set(alphabet)
+    if alphabet == alphabet.upper():
+        allowed |= {c.lower() for c in alphabet if len(c.lower()) == 1}
+    allowed = np.asarray(sorted(ord(c) for c in allowed), dtype=np.uint32)
+    where = np.minimum(np.searchsorted(allowed, points), allowed.size - 1)
+    return ~(allowed[where] == points).all(axis=1)
