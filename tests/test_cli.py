@@ -171,10 +171,16 @@ def test_write_csv_blank_cells(tmp_path):
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="needs matplotlib")
 @pytest.mark.parametrize(
     "example",
-    ["plot_rfa_learning_curves.py", "plot_mha_planted.py", "plot_implicit_bias.py"],
+    [
+        "plot_rfa_learning_curves.py",
+        "plot_mha_planted.py",
+        "plot_implicit_bias.py",
+        "plot_pf00014_contacts.py",
+    ],
 )
-def test_example_runs(example, monkeypatch):
+def test_example_runs(example, monkeypatch, tmp_path):
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(tmp_path)  # figures an example saves land here
     import matplotlib
 
     matplotlib.use("Agg")

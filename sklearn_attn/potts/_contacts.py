@@ -982,15 +982,13 @@ def read_couplings(file):
     model : :class:`~sklearn.utils.Bunch`
         With keys
 
-        couplings : ndarray of float64, shape (L, q, L, q)
-        fields : ndarray of float64, shape (L, q)
-        states : ndarray of shape (q,)
-            Unicode labels or int64 codes.
-        positions : ndarray of int64, shape (L,)
-        residues : str or None
-            None when none were saved.
-        metadata : dict
-            The keyword arguments given to :func:`write_couplings`.
+        - ``couplings``: ndarray of float64, shape (L, q, L, q);
+        - ``fields``: ndarray of float64, shape (L, q);
+        - ``states``: ndarray of shape (q,), unicode labels or int64 codes;
+        - ``positions``: ndarray of int64, shape (L,);
+        - ``residues``: str, or None when none were saved;
+        - ``metadata``: dict, the keyword arguments given to
+          :func:`write_couplings`.
 
     Raises
     ------

@@ -544,7 +544,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         )
         unit_scaled = curvature is not None
         if curvature is None:
-            precondition = np.ones(parametrization.n_params)
+            precondition = np.ones(parametrization.n_params, dtype=np.float32)
         else:
             # Without a penalty, a state a site never (or always) shows has no
             # curvature at the start: the objective is flat there to second
@@ -556,7 +556,10 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             del positive
             np.maximum(curvature, floor, out=curvature)
             curvature /= scale
-            precondition = np.sqrt(curvature, out=curvature)
+            # Any positive scaling preconditions: float32 halves its memory, and
+            # theta = u / p and grad / p use the same numbers.
+            precondition = np.sqrt(curvature, out=curvature).astype(np.float32)
+            del curvature
 
         def fun(u):
             theta = u / precondition

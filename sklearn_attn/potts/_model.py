@@ -185,7 +185,11 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
         xp.divide(exps, total, out=z)
         logits -= onehot
         logits *= weights.astype(rows.dtype)[:, None]
-        grad_couplings += logits.T @ onehot
+        # In two column panels: the float32 product before its float64 sum is
+        # then half the size of J.
+        half = width // 2
+        grad_couplings[:, :half] += logits.T @ onehot[:, :half]
+        grad_couplings[:, half:] += logits.T @ onehot[:, half:]
         grad_fields += xp.ones(logits.shape[0], rows.dtype) @ logits
     return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
 
