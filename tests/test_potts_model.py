@@ -187,6 +187,43 @@ def test_single_precision_products_stay_close(parametrization, global_random_see
     assert_allclose(grad32, grad64, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_logits_far_apart_across_a_block(dtype, global_random_seed):
+    """Logits of hundreds: the block-wide shift would underflow, and the block
+    is redone with a per-sequence shift. float64: the loops' value to 1e-10
+    (terms of ~100 summed in another order); float32: to 1e-5 (rounding ~1e-7
+    of logits ~100, summed over 100 terms, with a margin of ten)."""
+    rng = np.random.default_rng(global_random_seed)
+    codes, _, weights = _tiny_data(rng)
+    parametrization = FullCouplings(L, Q)
+    theta = 60.0 * rng.standard_normal(parametrization.n_params)
+    couplings_mat, fields = parametrization.couplings(theta)
+    logits = one_hot(codes, Q) @ couplings_mat.T + fields.reshape(1, -1)
+    spread = logits.reshape(-1, L, Q).max(axis=2)
+    assert (spread.max(axis=0) - spread.min(axis=0)).max() > 100  # the fallback
+    rows = OneHotRows(codes, weights, Q, dtype=dtype)
+    value, grad = objective(theta, parametrization, rows, 0.3, 0.7)
+    expected = _pseudo_likelihood_loop(
+        codes, weights, couplings_mat.reshape(L, Q, L, Q), fields, 0.3, 0.7
+    )
+    rel = 1e-10 if dtype == np.float64 else 1e-5
+    assert value == pytest.approx(expected, rel=rel)
+    assert np.isfinite(grad).all()
+
+
+@pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
+def test_scaled_coordinates(parametrization, global_random_seed):
+    """objective(u, scale=s) is objective(u / s): the same sums (~1e-15)."""
+    rng = np.random.default_rng(global_random_seed)
+    _, rows, _ = _tiny_data(rng)
+    theta = rng.standard_normal(parametrization.n_params)
+    scale = rng.uniform(0.1, 10.0, parametrization.n_params).astype(np.float32)
+    value, grad = objective(theta * scale, parametrization, rows, 0.1, 0.3, scale=scale)
+    expected_value, expected_grad = objective(theta, parametrization, rows, 0.1, 0.3)
+    assert value == pytest.approx(expected_value, rel=1e-12)
+    assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+
+
 def test_one_hot():
     codes = np.array([[0, 2], [1, 1]])
     assert_allclose(one_hot(codes, 3), [[1, 0, 0, 0, 0, 1], [0, 1, 0, 0, 1, 0]])

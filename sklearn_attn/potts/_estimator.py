@@ -561,17 +561,19 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             precondition = np.sqrt(curvature, out=curvature).astype(np.float32)
             del curvature
 
+        precondition_on_device = to_device(precondition, device)
+
         def fun(u):
-            theta = u / precondition
+            # theta = u / precondition, formed piece by piece inside.
             value, grad = objective(
-                to_device(theta, device),
+                to_device(u, device),
                 parametrization,
                 rows,
                 self.alpha_fields,
                 alpha_couplings,
                 xp,
+                scale=precondition_on_device,
             )
-            del theta
             grad = to_host(grad)
             grad /= precondition  # in place: no second vector of the parameters' size
             grad /= scale

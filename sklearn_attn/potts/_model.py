@@ -99,7 +99,7 @@ class OneHotRows:
         n, n_sites = codes.shape
         if block_rows is None:
             width = n_sites * n_states * self.dtype.itemsize
-            block_rows = max(64, (2 * 2**20) // width)
+            block_rows = max(64, (4 * 2**20) // width)
         self.block_rows = int(min(max(block_rows, 1), max(n, 1)))
         self.xp = xp
 
@@ -159,7 +159,7 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
     fields_row = fields.reshape(1, width).astype(rows.dtype)
     value = 0.0
     grad_couplings = xp.zeros((width, width))
-    grad_fields = xp.zeros(width)
+    half = width // 2
     for onehot, weights, positions in rows.blocks():
         logits = onehot @ couplings_t
         logits += fields_row
@@ -171,26 +171,30 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
         # Reductions over the rows are fast; over the q states of a site, slow.
         top = logits.max(axis=0).reshape(n_sites, n_states).max(axis=1)
         top = xp.broadcast_to(top[None, :, None], (z.shape[0], n_sites, 1))
-        exps = xp.subtract(z, top)
-        xp.exp(exps, out=exps)
-        total = exps.sum(axis=2, keepdims=True)
+        z -= top
+        xp.exp(z, out=z)  # the logits' buffer now holds the exponentials
+        total = z.sum(axis=2, keepdims=True)
         if float(total.min()) < _SMALLEST_NORMALISER:
+            # Rare: recompute the block's logits, shifted sequence by sequence.
+            xp.matmul(onehot, couplings_t, out=logits)
+            logits += fields_row
             top = z.max(axis=2, keepdims=True)
-            xp.subtract(z, top, out=exps)
-            xp.exp(exps, out=exps)
-            total = exps.sum(axis=2, keepdims=True)
+            z -= top
+            xp.exp(z, out=z)
+            total = z.sum(axis=2, keepdims=True)
         log_norm = (xp.log(total) + top).sum(axis=(1, 2), dtype=np.float64)
         value -= float(weights @ (observed - log_norm))
-        # d value / d logits = w_s (p - x), in the logits' buffer.
-        xp.divide(exps, total, out=z)
+        # d value / d logits = w_s (p - x), in the same buffer.
+        z /= total
         logits -= onehot
         logits *= weights.astype(rows.dtype)[:, None]
         # In two column panels: the float32 product before its float64 sum is
         # then half the size of J.
-        half = width // 2
         grad_couplings[:, :half] += logits.T @ onehot[:, :half]
         grad_couplings[:, half:] += logits.T @ onehot[:, half:]
-        grad_fields += xp.ones(logits.shape[0], rows.dtype) @ logits
+    # Every site of a sequence has exactly one state, so summing the gradient's
+    # columns of any one site gives the fields' gradient, sum_s w_s (p - x).
+    grad_fields = grad_couplings[:, :n_states].sum(axis=1)
     return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
 
 
@@ -216,6 +220,9 @@ def _zero_diagonal_blocks(matrix, n_sites, n_states, xp=np):
     idx = xp.arange(n_sites)
     view[idx, :, idx, :] = 0.0
     return matrix
+
+
+_PENALTY_CHUNK = 2**16
 
 
 class FullCouplings:
@@ -247,18 +254,26 @@ class FullCouplings:
             yield i, slice(start, stop)
             start = stop
 
-    def couplings(self, theta, xp=np, dtype=None):
+    def couplings(self, theta, xp=np, dtype=None, scale=None):
         """``(J_mat, fields)`` from the parameter vector; ``J_mat`` in ``dtype``.
 
-        Built one site at a time with slices, so no temporary of the size of the
-        parameters is made (``fields`` is a view of ``theta``).
+        With ``scale``, the parameters are ``theta / scale`` (the optimiser's
+        preconditioned coordinates), divided block by block. Built one site at
+        a time with slices, so no temporary of the size of the parameters is
+        made.
         """
         L, q = self.n_sites, self.n_states
         fields, blocks = self.split(theta)
+        if scale is not None:
+            scale_fields, scale_blocks = self.split(scale)
+            fields = fields / scale_fields
         tensor = xp.zeros((L, q, L, q), dtype=theta.dtype if dtype is None else dtype)
         for i, pairs in self._rows_of_pairs():
-            tensor[i, :, i + 1 :, :] = blocks[pairs].transpose(1, 0, 2)
-            tensor[i + 1 :, :, i, :] = blocks[pairs].transpose(0, 2, 1)
+            row = (
+                blocks[pairs] if scale is None else blocks[pairs] / scale_blocks[pairs]
+            )
+            tensor[i, :, i + 1 :, :] = row.transpose(1, 0, 2)
+            tensor[i + 1 :, :, i, :] = row.transpose(0, 2, 1)
         return tensor.reshape(L * q, L * q), fields
 
     def pull_back(self, theta, grad_couplings, grad_fields, xp=np):
@@ -277,17 +292,24 @@ class FullCouplings:
             )
         return out
 
-    def add_penalty(self, theta, grad, alpha_fields, alpha_couplings, xp=np):
+    def add_penalty(
+        self, theta, grad, alpha_fields, alpha_couplings, xp=np, scale=None
+    ):
         """plmc's penalty, added to ``grad`` in place; returns its value.
 
         ``alpha_J / 2 sum_{i != j} |J_ij|^2`` counts each stored block twice.
+        With ``scale``, the parameters are ``theta / scale``; the vector is
+        then divided chunk by chunk.
         """
         n_fields = self.n_sites * self.n_states
-        fields, blocks = theta[:n_fields], theta[n_fields:]
-        value = alpha_fields * float(fields @ fields)
-        value += alpha_couplings * float(blocks @ blocks)
-        grad[:n_fields] += (2.0 * alpha_fields) * fields
-        grad[n_fields:] += (2.0 * alpha_couplings) * blocks
+        value = 0.0
+        for start in range(0, theta.size, _PENALTY_CHUNK):
+            part = slice(start, min(start + _PENALTY_CHUNK, theta.size))
+            params = theta[part] if scale is None else theta[part] / scale[part]
+            alpha = xp.full(params.size, alpha_couplings)
+            alpha[: max(n_fields - start, 0)] = alpha_fields
+            value += float(alpha @ (params * params))
+            grad[part] += 2.0 * alpha * params
         return value
 
     def initial(self, random_state, frequencies, weight_sum):
@@ -409,16 +431,22 @@ class FactoredAttention:
         return None
 
 
-def objective(theta, parametrization, rows, alpha_fields, alpha_couplings, xp=np):
+def objective(
+    theta, parametrization, rows, alpha_fields, alpha_couplings, xp=np, *, scale=None
+):
     """plmc's objective and its gradient in the parameter vector.
 
-    ``rows`` is the weighted alignment as :class:`OneHotRows`. A symmetric
-    parametrization (the full model) builds ``J_mat`` directly in the products'
-    precision and adds its penalty on the parameters; the others go through
+    ``rows`` is the weighted alignment as :class:`OneHotRows`. With ``scale``
+    the parameters are ``theta / scale`` (the gradient is still with respect to
+    the parameters). A symmetric parametrization (the full model) builds
+    ``J_mat`` directly in the products' precision and adds its penalty on the
+    parameters, dividing by ``scale`` piece by piece; the others go through
     ``J_mat`` in double precision.
     """
     if parametrization.symmetric:
-        couplings_mat, fields = parametrization.couplings(theta, xp, dtype=rows.dtype)
+        couplings_mat, fields = parametrization.couplings(
+            theta, xp, dtype=rows.dtype, scale=scale
+        )
         value, grad_couplings, grad_fields = data_term_and_gradient(
             rows, couplings_mat, fields, xp, symmetric=True
         )
@@ -426,9 +454,11 @@ def objective(theta, parametrization, rows, alpha_fields, alpha_couplings, xp=np
         grad = parametrization.pull_back(theta, grad_couplings, grad_fields, xp)
         del grad_couplings
         value += parametrization.add_penalty(
-            theta, grad, alpha_fields, alpha_couplings, xp
+            theta, grad, alpha_fields, alpha_couplings, xp, scale=scale
         )
         return value, grad
+    if scale is not None:
+        theta = theta / scale
     couplings_mat, fields = parametrization.couplings(theta, xp)
     value, grad_couplings, grad_fields = data_term_and_gradient(
         rows, couplings_mat, fields, xp
