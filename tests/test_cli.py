@@ -2,6 +2,7 @@
 
 import csv
 import importlib.util
+import json
 import os
 import runpy
 from pathlib import Path
@@ -95,7 +96,19 @@ def test_demo_writes_tables_and_figure(tmp_path, capsys):
     assert {row["target"] for row in rows} == {"correlation", "gamma"}
     assert all(row["degree"] == "" for row in rows if row["target"] == "gamma")
 
+    # The PF00014 contacts: every pair listed; the full model's fit has no
+    # randomness, and its precision at L (1.000 here, 53 of 53) is far above
+    # 0.9 (five wrong pairs more), whatever the BLAS's rounding.
+    contacts = out / "contacts_pf00014"
+    columns, rows = _read_csv(contacts / "contacts.csv")
+    assert columns == ["i", "j", "residue_i", "residue_j", "score", "score_raw"]
+    assert len(rows) == 53 * 52 // 2
+    summary = json.loads((contacts / "summary.json").read_text())
+    assert summary["precision"]["L"] >= 0.9
+    assert "contacts of PF00014" in captured.out
+
     if HAS_MATPLOTLIB:
+        assert (contacts / "contact_map.png").stat().st_size > 0
         png = out / "rfa.png"
         assert png.stat().st_size > 0
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
