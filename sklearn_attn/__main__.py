@@ -120,6 +120,9 @@ REPRODUCTIONS = {
 
 
 def _build_parser():
+    from .potts._cli import _positive_int
+    from .potts._cli import add_parser as add_contacts_parser
+
     parser = argparse.ArgumentParser(
         prog="python -m sklearn_attn",
         description="Reproduce the experiments of the papers behind sklearn-attn. "
@@ -185,20 +188,8 @@ def _build_parser():
         metavar="J",
         help="joblib workers for learning_curve (default: None)",
     )
-    from .potts._cli import add_parser as add_contacts_parser
-
     add_contacts_parser(sub)
     return parser
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def main(argv=None):
