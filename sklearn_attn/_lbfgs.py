@@ -14,9 +14,12 @@ recursion makes the natural one), with the Armijo condition; a pair
 ``(s, y)`` whose curvature ``s . y`` is not positive is not stored, so the
 inverse-Hessian model stays positive definite on non-convex problems too.
 
-The stopping rules are L-BFGS-B's: the relative decrease
-``(f_k - f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol``, or the largest gradient
-entry ``<= gtol``. Nothing here knows about scikit-learn or the device: the
+The stopping rules are L-BFGS-B's, the relative decrease
+``(f_k - f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol`` or the largest gradient
+entry ``<= gtol``, with one difference: the decrease must stay below ``ftol``
+on two iterations in a row. A backtracked step can be short and decrease the
+objective little while it still falls steadily (seen on factored Potts fits,
+which stopped one step after a decrease of 5e-8 amid steps of 5e-6). Nothing here knows about scikit-learn or the device: the
 vectors are NumPy arrays on the host.
 """
 
@@ -82,8 +85,8 @@ def minimize_lbfgs(
         Maximum number of evaluations of ``fun``; ``None`` means
         ``20 * max_iter + 20``.
     ftol, gtol : float, default=1e-7
-        L-BFGS-B's tolerances on the relative decrease and on the largest
-        gradient entry.
+        Tolerances on the relative decrease (below ``ftol`` on two iterations
+        in a row) and on the largest gradient entry.
     history : int, default=10
         Number of stored pairs ``m``.
     history_dtype : {np.float64, np.float32}, default=np.float64
@@ -111,6 +114,7 @@ def minimize_lbfgs(
     y_hist = np.empty((history, n), dtype=history_dtype)
     rho = np.empty(history)
     n_pairs, newest = 0, -1
+    small_decreases = 0
     value, grad = fun(x)
     value = float(value)
     n_fev = 1
@@ -185,8 +189,9 @@ def minimize_lbfgs(
         n_iter += 1
         if callback is not None:
             callback(n_iter, x, value)
-        if decrease <= ftol:
-            status, message = 0, "relative decrease below ftol"
+        small_decreases = small_decreases + 1 if decrease <= ftol else 0
+        if small_decreases >= 2:
+            status, message = 0, "relative decrease below ftol twice in a row"
             break
         if np.abs(grad).max() <= gtol:
             status, message = 0, "gradient below gtol"

@@ -100,6 +100,19 @@ def test_stops_at_max_iter_and_calls_back(global_random_seed):
     assert seen[-1][1] == result.fun
 
 
+def test_one_small_decrease_is_not_convergence():
+    """A short step amid steady progress does not stop the run (two in a row do)."""
+    values = iter([10.0, 9.0, 8.9999999, 7.0, 6.0, 5.99999999, 5.99999998])
+
+    def fun(x):  # a tiny gradient: Armijo asks for a decrease of only ~1e-10
+        return next(values), np.full_like(x, 1e-6)
+
+    result = minimize_lbfgs(fun, np.zeros(2), max_iter=10, ftol=1e-7, gtol=0.0)
+    # Relative decreases 0.1, 1e-8 (small), 0.22, 0.14, 2e-9, 2e-9 (two small).
+    assert result.status == 0 and result.nit == 6
+    assert result.fun == 5.99999998
+
+
 def test_start_at_the_minimum():
     result = minimize_lbfgs(lambda x: (float(x @ x), 2 * x), np.zeros(4))
     assert result.status == 0 and result.nit == 0 and result.nfev == 1
@@ -122,6 +135,7 @@ def test_non_finite_values_shrink_the_step():
         return value, 2 * x * (value + 1.0)
 
     result = minimize_lbfgs(fun, np.full(3, 0.5), initial_step=1e6, gtol=1e-10)
-    assert result.status == 0
+    # Converged, or at the floor where exp(x . x) - 1 rounds to 0.
+    assert result.status in (0, 2), result.message
     assert np.isfinite(result.fun)
     assert_allclose(result.x, 0.0, atol=1e-5)

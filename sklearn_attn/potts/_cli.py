@@ -106,7 +106,7 @@ def add_parser(subparsers):
         default=None,
         metavar="N",
         help="L-BFGS iterations at most (plmc's -m; default: 60 for the full "
-        "model, within 0.1%% of plmc's optimum on PF00014, 500 for the factored)",
+        "model, within 0.1%% of plmc's optimum on PF00014, 1000 for the factored)",
     )
     parser.add_argument(
         "--tol",
@@ -337,7 +337,7 @@ def run(args):
 
     max_iter = args.max_iter
     if max_iter is None:
-        max_iter = 60 if args.model == "full" else 500
+        max_iter = 60 if args.model == "full" else 1000
     model = PottsPseudoLikelihood(
         args.model,
         n_heads=args.heads,

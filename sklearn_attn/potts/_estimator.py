@@ -125,8 +125,9 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     max_iter : int, default=500
         Maximum number of L-BFGS iterations.
     tol : float, default=1e-7
-        Stop when the relative decrease of the objective, or the largest
-        gradient entry of the per-site mean objective, falls below ``tol``.
+        Stop when the relative decrease of the objective falls below ``tol``
+        on two iterations in a row, or the largest gradient entry of the
+        per-site mean objective falls below ``tol``.
     init_scale : float, default=0.1
         Standard deviation of the initial attention logits and values.
     random_state : int, RandomState instance or None, default=None
