@@ -19,8 +19,10 @@ The stopping rules are L-BFGS-B's, the relative decrease
 entry ``<= gtol``, with one difference: the decrease must stay below ``ftol``
 on two iterations in a row. A backtracked step can be short and decrease the
 objective little while it still falls steadily (seen on factored Potts fits,
-which stopped one step after a decrease of 5e-8 amid steps of 5e-6). Nothing here knows about scikit-learn or the device: the
-vectors are NumPy arrays on the host.
+which stopped one step after a decrease of 5e-8 amid steps of 5e-6).
+
+Nothing here knows about scikit-learn or the device: the vectors are NumPy
+arrays on the host.
 """
 
 from __future__ import annotations
