@@ -202,7 +202,19 @@ def _fraction(text):
 
 
 def _peak_rss_bytes():
-    """Peak resident memory of this process so far, or None where unknown."""
+    """Peak resident memory of this process so far, or None where unknown.
+
+    On Linux, the kernel's high-water mark of this program (``VmHWM``):
+    ``ru_maxrss`` would also count the parent's memory copied by the fork
+    before this interpreter started.
+    """
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
     try:
         import resource
     except ImportError:  # Windows
