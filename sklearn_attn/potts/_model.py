@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._backend import chunk_bytes
+
 __all__ = [
     "one_hot",
     "log_conditionals",
@@ -85,7 +87,8 @@ class OneHotRows:
     dtype : {np.float64, np.float32}, default=np.float64
         Precision of the products.
     block_rows : int or None, default=None
-        Rows per block; ``None`` chooses blocks of about 4 MB.
+        Rows per block; ``None`` chooses blocks of about 4 MB on the CPU (the
+        backend's chunk size on a GPU).
     xp : array module, default=numpy
     """
 
@@ -98,8 +101,9 @@ class OneHotRows:
         self.dtype = np.dtype(dtype)
         n, n_sites = codes.shape
         if block_rows is None:
+            # A GPU wants few large blocks; a CPU, blocks that stay in cache.
             width = n_sites * n_states * self.dtype.itemsize
-            block_rows = max(64, (4 * 2**20) // width)
+            block_rows = max(64, chunk_bytes(xp, 4 * 2**20) // width)
         self.block_rows = int(min(max(block_rows, 1), max(n, 1)))
         self.xp = xp
 
