@@ -30,8 +30,14 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn import get_config
+from sklearn.utils import Bunch
 
-from ._text import _encode_codepoints, _text_codepoints
+from ._text import (
+    _check_unknown_letters,
+    _encode_codepoints,
+    _rows_with_unknown_letters,
+    _text_codepoints,
+)
 
 __all__ = [
     "ALPHABETS",
@@ -222,10 +228,6 @@ def read_alignment(
     >>> info.dropped, info.positions.tolist(), info.residues
     (['h1'], [10, 12, 13], 'ADE')
     """
-    from sklearn.utils import Bunch
-
-    from ._text import _check_unknown_letters, _rows_with_unknown_letters
-
     format = _resolve_format(source, format)
     _check_unknown_letters(unknown_letters)
     if alphabet is not None:
@@ -267,8 +269,6 @@ def read_alignment(
         residues = sequences[focus_index]
     dropped = []
     if alphabet is not None:
-        from ._text import _text_codepoints
-
         points = _text_codepoints(sequences)
         unknown = _rows_with_unknown_letters(points, alphabet)
         if unknown.any():
