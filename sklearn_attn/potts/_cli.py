@@ -48,7 +48,8 @@ def add_parser(subparsers):
         "--alphabet",
         default="protein",
         help="'protein' (-ACDEFGHIKLMNPQRSTVWY), 'dna', 'rna' or a string of "
-        "distinct letters, gap first (plmc's -a; default: protein)",
+        "distinct letters, gap first (plmc's -a; default: protein); one that "
+        "starts with '-' is given as --alphabet=-ACGU",
     )
     parser.add_argument(
         "--unknown-letters",
