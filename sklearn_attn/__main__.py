@@ -15,6 +15,7 @@ paths, notes)``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -256,7 +257,7 @@ def _demo_contacts(out_dir):
         start = time.perf_counter()
         status = main(argv)
     with open(os.path.join(out_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = __import__("json").load(handle)
+        summary = json.load(handle)
     precision = summary["precision"]
     print(
         "contacts of PF00014 (Kunitz domain, 13,600 sequences, full Potts model): "
