@@ -316,7 +316,6 @@ def run(args):
     from . import (
         apc,
         contact_precision,
-        frobenius_scores,
         read_alignment,
         write_contacts,
         write_couplings,
@@ -389,10 +388,7 @@ def run(args):
     )
 
     write_start = time.perf_counter()
-    couplings = (
-        model.couplings_ if args.gauge == "zero-sum" else model._fitted_couplings
-    )
-    raw = frobenius_scores(couplings)
+    raw = model.contact_scores(apc_correction=False, gauge=args.gauge)
     scores = apc(raw)
     os.makedirs(args.output_dir, exist_ok=True)
     out = {
@@ -404,7 +400,8 @@ def run(args):
         out["contacts.csv"], scores, raw, positions=info.positions, residues=residues
     )
     write_ec(out["contacts.ec"], scores, positions=info.positions, residues=residues)
-    n_params = _n_parameters(model)
+    parametrization = model._make_parametrization(model.n_sites_, model.states_.size)
+    n_params = parametrization.n_params
     write_couplings(
         out["couplings.npz"],
         model.couplings_,
@@ -492,13 +489,6 @@ def _convergence_warning():
     from sklearn.exceptions import ConvergenceWarning
 
     return ConvergenceWarning
-
-
-def _n_parameters(model):
-    L, q = model.n_sites_, model.states_.size
-    if model.parametrization == "full":
-        return L * q + L * (L - 1) // 2 * q * q
-    return L * q + model.n_heads * (L * L + q * q)
 
 
 def _plot_contact_map(path, scores, positions, known, min_separation, cutoff):

@@ -42,11 +42,11 @@ from ._model import (
 )
 from ._sampling import gibbs_sample
 from ._text import (
-    _encode_codepoints,
+    _codes_and_known,
     _is_text,
-    _rows_with_unknown_letters,
     _text_codepoints,
     _text_view,
+    _unknown_letter_message,
 )
 
 # Pairs kept by L-BFGS, and the precision of the objective's two big products.
@@ -247,11 +247,12 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         return ALPHABETS.get(self.alphabet, self.alphabet)
 
     def _encode(self, X, *, reset):
-        """Integer codes in ``0 .. n_states - 1``, shape (n, L)."""
+        """``(codes, dropped)``: integer codes in ``0 .. n_states - 1``, shape
+        (n, L), and the mask of the rows of ``X`` left out of them (or None)."""
         text = _text_view(X)
         if _is_text(text):
             return self._encode_text(text, reset=reset)
-        return self._encode_codes(X, reset=reset)
+        return self._encode_codes(X, reset=reset), None
 
     def _encode_text(self, X, *, reset):
         if reset:
@@ -265,45 +266,36 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             # The fitted states, not the parameter: predictions never depend on
             # an alphabet set after fit.
             alphabet = "".join(self.states_)
-        unknown = _rows_with_unknown_letters(points, alphabet)
-        if unknown.any() and self.unknown_letters == "drop":
-            if reset:  # plmc's rule: such sequences are left out of the fit
-                self._dropped_rows = unknown
-                points = points[~unknown]
-                if not points.size:
+        codes, known = _codes_and_known(points, alphabet)
+        unknown = ~known.all(axis=1)
+        dropped = None
+        if unknown.any() and self.unknown_letters != "gap":  # gap: code 0 already
+            if self.unknown_letters == "drop" and reset:
+                # plmc's rule: such sequences are left out of the fit.
+                dropped = unknown
+                codes = codes[~unknown]
+                if not codes.size:
                     raise ValueError(
                         f"Every sequence of X has letters outside the alphabet "
                         f"{alphabet!r}; none is left to fit (unknown_letters="
                         "'drop'). Use unknown_letters='gap' to read them as gaps."
                     )
             else:
-                s = int(np.flatnonzero(unknown)[0])
-                i = int(
-                    np.flatnonzero(
-                        ~np.isin(
-                            points[s],
-                            [ord(c) for c in alphabet]
-                            + [ord(c.lower()) for c in alphabet],
-                        )
-                    )[0]
-                )
-                raise ValueError(
-                    f"X[{s}] has {chr(points[s, i])!r} at position {i} (0-based), "
-                    f"which is not in the fitted states {alphabet!r}; a prediction "
-                    "cannot drop a sequence (unknown_letters='drop' drops them "
-                    "from fit only): set unknown_letters='gap' to read such "
-                    "letters as gaps."
-                )
-        codes = _encode_codepoints(
-            points, alphabet, name="X", unknown_letters=self.unknown_letters
-        )
+                message = _unknown_letter_message(points, known, alphabet, "X")
+                if self.unknown_letters == "drop":
+                    message += (
+                        " A prediction cannot drop a sequence (unknown_letters="
+                        "'drop' drops them from fit only): set unknown_letters="
+                        "'gap' to read such letters as gaps."
+                    )
+                raise ValueError(message)
         if reset:
             self.states_ = np.array(list(alphabet))
             self._string_input = True
         codes = validate_data(self, codes, reset=reset, dtype=None)
         if codes.shape[1] < 2:
             raise ValueError(f"X has {codes.shape[1]} site(s); at least 2 are needed.")
-        return codes
+        return codes, dropped
 
     def _encode_codes(self, X, *, reset):
         if X is None or isinstance(X, (Number, np.generic)):
@@ -454,10 +446,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         """
         device = resolve_device(self.device, X)
         self._clear_device_cache()
-        self._dropped_rows = None
-        codes = self._encode(to_host(X), reset=True)
-        dropped = self._dropped_rows
-        del self._dropped_rows
+        codes, dropped = self._encode(to_host(X), reset=True)
         n_samples, n_sites = codes.shape
         n_states = self.states_.size
         self.n_sites_ = n_sites
@@ -640,7 +629,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         """``(log_p, codes, device)``, the first two on the compute device."""
         check_is_fitted(self)
         device = resolve_device(self.device, X)
-        codes = self._encode(to_host(X), reset=False)
+        codes, _ = self._encode(to_host(X), reset=False)
         q = self.states_.size
         L = self.n_sites_
         xp = device.xp

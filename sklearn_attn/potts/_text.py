@@ -216,12 +216,11 @@ def _check_unknown_letters(unknown_letters, name="unknown_letters"):
         )
 
 
-def _encode_codepoints(points, alphabet, name="sequences", unknown_letters="error"):
-    """Codes of the code points ``(n, L)`` over a resolved alphabet.
+def _codes_and_known(points, alphabet):
+    """Codes of the code points ``(n, L)`` over a resolved alphabet, and where
+    they are known; an unknown character gets code 0 (the named alphabets' gap).
 
-    With ``unknown_letters="gap"`` a character outside the alphabet gets code 0
-    (the gap of the named alphabets); with ``"drop"`` it gets code 0 too, and
-    the caller drops the rows that :func:`_rows_with_unknown_letters` names.
+    When the alphabet has no lower-case letters, lower case reads as upper case.
     """
     keys = [ord(c) for c in alphabet]
     values = list(range(len(alphabet)))
@@ -237,25 +236,30 @@ def _encode_codepoints(points, alphabet, name="sequences", unknown_letters="erro
     where = np.minimum(np.searchsorted(keys, points), keys.size - 1)
     known = keys[where] == points
     codes = values[where].astype(np.int64, copy=False)
+    codes[~known] = 0
+    return codes, known
+
+
+def _unknown_letter_message(points, known, alphabet, name):
+    """Where the first unknown character is, for an error message."""
+    s, i = (int(k) for k in np.argwhere(~known)[0])
+    n_unknown = int(known.size - np.count_nonzero(known))
+    return (
+        f"{name}[{s}] has {chr(points[s, i])!r} at position {i} (0-based), "
+        f"which is not in the alphabet {alphabet!r} ({n_unknown} unknown "
+        "character(s) in all)."
+    )
+
+
+def _encode_codepoints(points, alphabet, name="sequences"):
+    """Codes of the code points ``(n, L)``; an unknown character is an error."""
+    codes, known = _codes_and_known(points, alphabet)
     if not known.all():
-        if unknown_letters == "error":
-            s, i = (int(k) for k in np.argwhere(~known)[0])
-            n_unknown = int(known.size - np.count_nonzero(known))
-            raise ValueError(
-                f"{name}[{s}] has {chr(points[s, i])!r} at position {i} (0-based), "
-                f"which is not in the alphabet {alphabet!r} ({n_unknown} unknown "
-                "character(s) in all)."
-            )
-        codes[~known] = 0
+        raise ValueError(_unknown_letter_message(points, known, alphabet, name))
     return codes
 
 
 def _rows_with_unknown_letters(points, alphabet):
     """Boolean mask of the rows of ``points`` with a character outside ``alphabet``
     (lower case counting as upper case when the alphabet has none)."""
-    allowed = set(alphabet)
-    if alphabet == alphabet.upper():
-        allowed |= {c.lower() for c in alphabet if len(c.lower()) == 1}
-    allowed = np.asarray(sorted(ord(c) for c in allowed), dtype=np.uint32)
-    where = np.minimum(np.searchsorted(allowed, points), allowed.size - 1)
-    return ~(allowed[where] == points).all(axis=1)
+    return ~_codes_and_known(points, alphabet)[1].all(axis=1)
