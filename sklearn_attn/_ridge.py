@@ -36,9 +36,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import CholeskyFactor, Device, LowerGram, eigh, to_host
+from ._backend import CholeskyFactor, Device, LowerGram, eigh, to_device, to_host
 
-__all__ = ["FeatureBlocks", "ExplicitFeatures", "RidgeSolution", "fit_ridge"]
+__all__ = [
+    "FeatureBlocks",
+    "ExplicitFeatures",
+    "RidgeSolution",
+    "RidgeStatistics",
+    "fit_ridge",
+]
 
 
 class FeatureBlocks:
@@ -112,6 +118,10 @@ class RidgeSolution:
         refine, which is redone in float64); otherwise the steps of iterative
         refinement that took the float32-accumulated solution to float64
         accuracy.
+    gcv_mse : ndarray of shape (n_alphas, n_targets) or None
+        Generalised cross-validation error of each alpha and target, from
+        :meth:`RidgeStatistics.solve` with ``criterion="gcv"`` or
+        :meth:`RidgeStatistics.solve_path`; ``None`` otherwise.
     """
 
     coef: np.ndarray
@@ -120,6 +130,7 @@ class RidgeSolution:
     loo_mse: np.ndarray | None
     mode: str
     refinement_steps: int | None = None
+    gcv_mse: np.ndarray | None = None
 
 
 def fit_ridge(
@@ -553,3 +564,442 @@ def _primal_loo(
         residual = (y_scaled[rows, None, :] - fitted) / (1.0 - leverage)[:, :, None]
         sq_err += (residual**2).sum(axis=0)
     return sq_err / weight_sum
+
+
+# -- one pass: mergeable sufficient statistics ----------------------------------------
+
+_LOO_NEEDS_A_SECOND_PASS = (
+    "several alphas are compared by exact leave-one-out error, which needs every "
+    "sample's leverage under the covariance of all the samples, i.e. a second pass "
+    "over the data; accumulated statistics see each sample once and keep only sums. "
+    "Give one alpha; to choose it, fit on all the data at once with an array of "
+    "alphas (exact leave-one-out), compare alphas on held-out data, or use "
+    "generalised cross-validation, which the statistics do determine "
+    '(RidgeStatistics.solve(alphas, criterion="gcv"))'
+)
+
+
+class RidgeStatistics:
+    """Sufficient statistics of weighted ridge regression, accumulated in one pass.
+
+    For features ``phi_i`` (from a :class:`FeatureBlocks`), targets ``y_i`` and
+    weights ``w_i``, this holds the sums that every solve of
+    ``min sum_i w_i ||y_i - phi_i coef - intercept||^2 + alpha ||coef||^2`` (with
+    or without the unpenalised intercept) needs, around pilot shifts ``c`` and
+    ``y0`` taken from the first samples seen (their weighted means)::
+
+        weight_sum      W = sum_i w_i
+        feature_sum     s = sum_i w_i (phi_i - c)                (p,)
+        target_sum      t = sum_i w_i (y_i - y0)                 (k,)
+        covariance      C = sum_i w_i (phi_i - c)(phi_i - c)^T   (p, p)
+        cross           R = sum_i w_i (phi_i - c)(y_i - y0)^T    (p, k)
+        target_squares  q = sum_i w_i (y_i - y0)**2              (k,)
+
+    for ``p`` features and ``k`` targets.
+
+    As in the primal solver, the shifts keep float rounding relative to the
+    spread of the features rather than to their mean (a feature of mean 1e4
+    and spread 1 loses nothing to the centring). Statistics of disjoint sets of
+    samples :meth:`merge` exactly in algebra (the second set's sums are moved
+    to the first set's shifts by rank-one corrections), so any reduction tree
+    over chunks gives the same result up to rounding.
+
+    Everything is float64 NumPy in host memory, so the object pickles (to send
+    between processes, or to continue a stream later); :meth:`update` computes
+    on the device of its feature blocks and brings only the sums back. Products
+    are always in float64: a float32-accumulated covariance would need the
+    refinement of :func:`fit_ridge`, a second pass over the data.
+
+    Parameters
+    ----------
+    n_features : int
+    n_targets : int
+
+    Attributes
+    ----------
+    n_samples : int
+        Samples seen (zero weights included).
+    n_positive : int
+        Samples of positive weight (the sample count of generalised
+        cross-validation).
+    weight_sum, feature_sum, target_sum, covariance, cross, target_squares
+        The sums above; ``covariance`` is symmetric and Fortran-ordered.
+    feature_shift : ndarray of shape (n_features,) or None
+    target_shift : ndarray of shape (n_targets,) or None
+        The pilot shifts ``c`` and ``y0`` (``None`` before the first sample).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_attn._ridge import ExplicitFeatures, RidgeStatistics
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(100, 3)), rng.normal(size=(100, 1))
+    >>> first = RidgeStatistics(3, 1).update(ExplicitFeatures(X[:60]), y[:60])
+    >>> second = RidgeStatistics(3, 1).update(ExplicitFeatures(X[60:]), y[60:])
+    >>> solution = first.merge(second).solve(0.5)
+    >>> solution.coef.shape, solution.intercept.shape
+    ((3, 1), (1,))
+    """
+
+    def __init__(self, n_features, n_targets):
+        self.n_features = int(n_features)
+        self.n_targets = int(n_targets)
+        self.n_samples = 0
+        self.n_positive = 0
+        self.weight_sum = 0.0
+        self.feature_shift = None
+        self.target_shift = None
+        self.feature_sum = np.zeros(self.n_features)
+        self.target_sum = np.zeros(self.n_targets)
+        self.covariance = np.zeros((self.n_features, self.n_features), order="F")
+        self.cross = np.zeros((self.n_features, self.n_targets))
+        self.target_squares = np.zeros(self.n_targets)
+
+    # -- accumulation ------------------------------------------------------------
+    def update(self, features, y, sample_weight=None):
+        """Add the samples of ``features`` (streamed over its row blocks), in place.
+
+        Parameters
+        ----------
+        features : FeatureBlocks
+            ``n_features`` columns; blocks are computed on ``features.device``.
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : ndarray of shape (n_samples,) or None
+            Non-negative weights; ``None`` means unit weights.
+
+        Returns
+        -------
+        self : RidgeStatistics
+        """
+        n, p = features.n_samples, features.n_features
+        if p != self.n_features:
+            raise ValueError(
+                f"the features have {p} columns; these statistics hold "
+                f"{self.n_features}."
+            )
+        y = np.asarray(to_host(y), dtype=np.float64).reshape(n, -1)
+        if y.shape[1] != self.n_targets:
+            raise ValueError(
+                f"y has {y.shape[1]} target(s); these statistics hold {self.n_targets}."
+            )
+        if n == 0:
+            return self
+        device = features.device
+        xp = device.xp
+        if sample_weight is None:
+            weights = np.ones(n)
+        else:
+            weights = np.asarray(to_host(sample_weight), dtype=np.float64).ravel()
+        batch_weight = float(weights.sum())
+        if self.target_shift is None:
+            self.target_shift = (
+                weights @ y / batch_weight if batch_weight > 0 else y.mean(axis=0)
+            )
+        targets = y - self.target_shift
+        sqrt_w = np.sqrt(weights)
+        # (D B)^T D [1, y - y0] = B^T W [1, y - y0] for B = Phi - c: the
+        # feature sums and the cross products in one product per block.
+        rhs_cols = xp.asarray(
+            sqrt_w[:, None] * np.concatenate([np.ones((n, 1)), targets], axis=1)
+        )
+        scale_rows = sample_weight is not None
+        sqrt_w_dev = xp.asarray(sqrt_w) if scale_rows else None
+        shift = None if self.feature_shift is None else xp.asarray(self.feature_shift)
+        gram = LowerGram(p, device)
+        cross = xp.zeros((p, 1 + self.n_targets))
+        for rows in features.row_blocks():
+            block = features.compute(rows, slice(0, p)).astype(np.float64, copy=False)
+            if shift is None:
+                # The pilot shift: the weighted mean of the first block.
+                w_rows = weights[rows]
+                total = float(w_rows.sum())
+                shift = (
+                    xp.asarray(w_rows) @ block / total
+                    if total > 0
+                    else block.mean(axis=0)
+                )
+                self.feature_shift = np.array(to_host(shift))
+            block -= shift[None, :]
+            if scale_rows:
+                block *= sqrt_w_dev[rows, None]
+            cross += block.T @ rhs_cols[rows]
+            gram.add(block.T)
+        covariance = to_host(gram.symmetric())
+        del gram
+        if self.n_samples == 0:
+            # Take the accumulated matrix itself: no second (p, p) array.
+            self.covariance = np.asfortranarray(covariance)
+        else:
+            self.covariance += covariance
+        del covariance
+        cross = to_host(cross)
+        self.feature_sum += cross[:, 0]
+        self.cross += cross[:, 1:]
+        self.target_sum += weights @ targets
+        self.target_squares += weights @ targets**2
+        self.weight_sum += batch_weight
+        self.n_samples += n
+        self.n_positive += int(np.count_nonzero(weights > 0))
+        return self
+
+    def merge(self, other):
+        """Add the statistics of another, disjoint set of samples, in place.
+
+        The result is that of one :meth:`update` over both sets, exactly in
+        algebra: ``other``'s sums are moved to this object's pilot shifts.
+        ``other`` is left unchanged.
+
+        Parameters
+        ----------
+        other : RidgeStatistics
+
+        Returns
+        -------
+        self : RidgeStatistics
+        """
+        if (other.n_features, other.n_targets) != (self.n_features, self.n_targets):
+            raise ValueError(
+                f"cannot merge statistics of {other.n_features} features and "
+                f"{other.n_targets} target(s) into statistics of {self.n_features} "
+                f"features and {self.n_targets} target(s)."
+            )
+        if other.n_samples == 0:
+            return self
+        if self.n_samples == 0:
+            for name, value in vars(other).items():
+                setattr(self, name, value.copy() if hasattr(value, "copy") else value)
+            self.covariance = np.asfortranarray(self.covariance)
+            return self
+        # phi - c = (phi - c') + delta and y - y0 = (y - y0') + eps.
+        delta = other.feature_shift - self.feature_shift
+        eps = other.target_shift - self.target_shift
+        w, s, t = other.weight_sum, other.feature_sum, other.target_sum
+        self.covariance += other.covariance
+        _add_rank_two(self.covariance, s, delta, w)
+        self.cross += (
+            other.cross
+            + np.outer(s, eps)
+            + np.outer(delta, t)
+            + w * np.outer(delta, eps)
+        )
+        self.feature_sum += s + w * delta
+        self.target_sum += t + w * eps
+        self.target_squares += other.target_squares + 2 * eps * t + w * eps**2
+        self.weight_sum += w
+        self.n_samples += other.n_samples
+        self.n_positive += other.n_positive
+        return self
+
+    # -- solving -------------------------------------------------------------------
+    def normal_equations(self, fit_intercept=True):
+        """The ridge system ``(A + alpha I) coef = b`` of these statistics.
+
+        Returns
+        -------
+        matrix : ndarray of shape (n_features, n_features)
+            ``A``: the weighted covariance of the features about their
+            weighted mean (``fit_intercept``), or their weighted second moment.
+            A new Fortran-ordered array.
+        rhs : ndarray of shape (n_features, n_targets)
+            ``b``, the same for the features against the targets.
+        feature_mean : ndarray of shape (n_features,) or None
+        target_mean : ndarray of shape (n_targets,)
+            Weighted means (``None`` and zeros without intercept): the intercept
+            is ``target_mean - feature_mean @ coef``.
+        target_ss : ndarray of shape (n_targets,)
+            Weighted sum of squares of the (centred) targets.
+        """
+        if not self.weight_sum > 0:
+            raise ValueError(
+                "the statistics hold no sample of positive weight: nothing to fit."
+            )
+        total = self.weight_sum
+        c, y0 = self.feature_shift, self.target_shift
+        s, t, q = self.feature_sum, self.target_sum, self.target_squares
+        matrix = self.covariance.copy(order="F")
+        if fit_intercept:
+            offset = s / total  # mean - c
+            # sum w (phi - mean)(phi - mean)^T = C - W offset offset^T; the product
+            # of two equal factors keeps the matrix exactly symmetric.
+            scaled = np.sqrt(total) * offset
+            for rows in _slices(self.n_features, 1024):
+                matrix[rows] -= scaled[rows, None] * scaled
+            rhs = self.cross - np.outer(offset, t)
+            feature_mean = c + offset
+            target_mean = y0 + t / total
+            target_ss = np.maximum(q - t * t / total, 0.0)
+        else:
+            # sum w phi phi^T with phi = (phi - c) + c.
+            _add_rank_two(matrix, s, c, total)
+            rhs = (
+                self.cross + np.outer(s, y0) + np.outer(c, t) + total * np.outer(c, y0)
+            )
+            feature_mean = None
+            target_mean = np.zeros(self.n_targets)
+            target_ss = q + 2 * y0 * t + total * y0**2
+        return matrix, rhs, feature_mean, target_mean, target_ss
+
+    def solve(self, alphas, fit_intercept=True, *, criterion=None, device=None):
+        """Ridge coefficients for one alpha, or for the best of several by GCV.
+
+        Parameters
+        ----------
+        alphas : float or sequence of float
+            One penalty (``>= 0``; ``0`` gives the minimum-norm least-squares
+            fit), or several (``> 0``) with ``criterion="gcv"``.
+        fit_intercept : bool, default=True
+        criterion : {None, "gcv"}, default=None
+            How several alphas are compared. Exact leave-one-out error, what
+            :func:`fit_ridge` uses, cannot be had from statistics (it needs a
+            second pass over the data): several alphas without
+            ``criterion="gcv"`` raise ``ValueError``.
+        device : Device, default=None
+            Where to decompose (the CPU by default); the result is on the host.
+
+        Returns
+        -------
+        RidgeSolution
+            ``mode="primal"``; with several alphas ``alpha_index`` is the
+            smallest mean generalised cross-validation error over targets and
+            ``gcv_mse`` holds them all.
+        """
+        alphas = _check_statistics_alphas(alphas, criterion)
+        device = Device() if device is None else device
+        if alphas.size == 1 and criterion is None:
+            matrix, rhs, feature_mean, target_mean, _ = self.normal_equations(
+                fit_intercept
+            )
+            xp = device.xp
+            solve, evecs, inverse = _decompose(
+                to_device(matrix, device), alphas, device
+            )
+            if solve is None:
+                solve = _spectral_solver(evecs, inverse[:, 0])
+            coef = to_host(solve(xp.asarray(rhs)))
+            return self._solution(coef, feature_mean, target_mean, 0, None)
+        return self.solve_path(alphas, fit_intercept, device=device, best_only=True)
+
+    def solve_path(self, alphas, fit_intercept=True, *, device=None, best_only=False):
+        """Solutions for every alpha from one eigendecomposition.
+
+        Parameters
+        ----------
+        alphas : float or sequence of float
+            Penalties ``>= 0`` (``0``: minimum-norm least squares).
+        fit_intercept : bool, default=True
+        device : Device, default=None
+            Where to decompose (the CPU by default).
+        best_only : bool, default=False
+            Return only the solution of smallest mean GCV error.
+
+        Returns
+        -------
+        solutions : list of RidgeSolution
+            One per alpha, in order (``alpha_index`` is its position), each
+            with the ``gcv_mse`` of all alphas (see :meth:`gcv_mse`).
+        """
+        alphas = _check_statistics_alphas(alphas, "gcv", positive=False)
+        device = Device() if device is None else device
+        xp = device.xp
+        evecs, rotated_rhs, inverse, gcv, feature_mean, target_mean = self._spectrum(
+            alphas, fit_intercept, device
+        )
+        gcv = to_host(gcv)
+        p, k = rotated_rhs.shape
+        if best_only:
+            best = int(np.argmin(gcv.mean(axis=1)))
+            coef = to_host(evecs @ (inverse[:, best, None] * rotated_rhs))
+            return self._solution(coef, feature_mean, target_mean, best, gcv)
+        # All alphas at once: (p, n_alphas * n_targets) in one product.
+        coefs = evecs @ (inverse[:, :, None] * rotated_rhs[:, None, :]).reshape(p, -1)
+        coefs = to_host(xp.ascontiguousarray(coefs)).reshape(p, alphas.size, k)
+        return [
+            self._solution(coefs[:, index], feature_mean, target_mean, index, gcv)
+            for index in range(alphas.size)
+        ]
+
+    def gcv_mse(self, alphas, fit_intercept=True, *, device=None):
+        """Generalised cross-validation error of each alpha and target.
+
+        ``(RSS(alpha) / W) / (1 - df(alpha) / n)^2`` with ``RSS`` the weighted
+        residual sum of squares, ``W`` the weight sum, ``n`` the number of
+        samples of positive weight and ``df = sum_k s_k / (s_k + alpha)`` (plus
+        one for the intercept) over the eigenvalues ``s_k`` of the covariance:
+        the GCV of the weighted problem (rows scaled by ``sqrt(w)``), in the
+        units of the weighted leave-one-out error of :func:`fit_ridge`, with
+        which it agrees for unit weights when all leverages are equal. ``RSS``
+        is formed from sums, so its absolute error is about ``1e-16`` times the
+        targets' sum of squares: a fit that is exact to that level reports
+        about zero.
+
+        Returns
+        -------
+        gcv_mse : ndarray of shape (n_alphas, n_targets)
+        """
+        alphas = _check_statistics_alphas(alphas, "gcv", positive=False)
+        device = Device() if device is None else device
+        return to_host(self._spectrum(alphas, fit_intercept, device)[3])
+
+    def _spectrum(self, alphas, fit_intercept, device):
+        xp = device.xp
+        matrix, rhs, feature_mean, target_mean, target_ss = self.normal_equations(
+            fit_intercept
+        )
+        evals, evecs = eigh(to_device(matrix, device), device)
+        del matrix
+        rotated_rhs = evecs.T @ xp.asarray(rhs)
+        inverse = xp.stack([_inverse_spectrum(evals, a) for a in alphas], axis=1)
+        # Rounding can leave null eigenvalues slightly negative.
+        evals = xp.maximum(evals, 0.0)
+        # RSS = y^T y - 2 coef^T b + coef^T A coef, per eigenvector
+        # z_k^2 (2 inv_k - s_k inv_k^2) with inv_k = 1 / (s_k + alpha).
+        explained = (inverse * (2.0 - evals[:, None] * inverse)).T @ rotated_rhs**2
+        rss = xp.maximum(xp.asarray(target_ss)[None, :] - explained, 0.0)
+        dof = (evals[:, None] * inverse).sum(axis=0) + float(fit_intercept)
+        remaining = 1.0 - dof / self.n_positive
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gcv = xp.where(
+                remaining[:, None] > 0,
+                rss / self.weight_sum / (remaining[:, None] ** 2),
+                xp.inf,
+            )
+        return evecs, rotated_rhs, inverse, gcv, feature_mean, target_mean
+
+    def _solution(self, coef, feature_mean, target_mean, alpha_index, gcv):
+        coef = np.asarray(coef)
+        intercept = target_mean - (
+            feature_mean @ coef if feature_mean is not None else 0.0
+        )
+        return RidgeSolution(
+            coef, np.asarray(intercept), alpha_index, None, "primal", None, gcv
+        )
+
+
+def _check_statistics_alphas(alphas, criterion, positive=True):
+    if criterion not in (None, "gcv"):
+        raise ValueError(f'criterion must be None or "gcv"; got {criterion!r}.')
+    alphas = np.asarray(alphas, dtype=np.float64).ravel()
+    if alphas.size == 0 or not np.isfinite(alphas).all() or (alphas < 0).any():
+        raise ValueError(f"alphas must be finite and >= 0; got {alphas.tolist()}.")
+    if alphas.size > 1:
+        if criterion is None:
+            raise ValueError(f"alpha={alphas.tolist()}: {_LOO_NEEDS_A_SECOND_PASS}.")
+        if positive and (alphas == 0).any():
+            raise ValueError(
+                "several alphas are compared by generalised cross-validation and "
+                f"must be strictly positive; got {alphas.tolist()}."
+            )
+    return alphas
+
+
+def _add_rank_two(matrix, a, b, weight):
+    """``matrix += a b^T + b a^T + weight b b^T`` in place, in row blocks.
+
+    Each term is exactly symmetric in floating point (``a_i b_j + b_i a_j`` and
+    ``(sqrt(weight) b_i)(sqrt(weight) b_j)``), so a symmetric matrix stays so.
+    """
+    scaled = np.sqrt(weight) * b
+    for rows in _slices(matrix.shape[0], 1024):
+        matrix[rows] += (
+            a[rows, None] * b[None, :] + b[rows, None] * a[None, :]
+        ) + scaled[rows, None] * scaled[None, :]

@@ -8,7 +8,7 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn.linear_model import Ridge
 
-from sklearn_attn._ridge import ExplicitFeatures, fit_ridge
+from sklearn_attn._ridge import ExplicitFeatures, RidgeStatistics, fit_ridge
 
 SHAPES = [(40, 25), (25, 40)]  # more samples than features, and fewer
 
@@ -226,3 +226,67 @@ def test_float32_refinement_steps_and_float64_fallback(mode, global_random_seed)
     assert fit_bad.refinement_steps is None
     reference = fit_ridge(ExplicitFeatures(low_rank), y, [1e-10], mode=mode)
     assert_allclose(fit_bad.coef, reference.coef, rtol=1e-12, atol=1e-14)
+
+
+# -- one-pass statistics --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, p", SHAPES)
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_statistics_match_sklearn_ridge(
+    n, p, fit_intercept, weighted, global_random_seed
+):
+    X, Y, weights = _problem(n, p, global_random_seed)
+    sw = weights if weighted else None
+    stats = RidgeStatistics(p, 2)
+    for rows in (slice(0, 9), slice(9, 10), slice(10, n)):
+        part = None if sw is None else sw[rows]
+        stats.update(ExplicitFeatures(X[rows], block_size=4), Y[rows], part)
+    solution = stats.solve(0.7, fit_intercept)
+    ridge = Ridge(alpha=0.7, fit_intercept=fit_intercept).fit(X, Y, sample_weight=sw)
+    assert solution.mode == "primal"
+    # As test_matches_sklearn_ridge: the same normal equations, cond < 1e3.
+    assert_allclose(solution.coef, ridge.coef_.T, rtol=1e-9, atol=1e-11)
+    expected = np.broadcast_to(ridge.intercept_, solution.intercept.shape)
+    assert_allclose(solution.intercept, expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("n, p", SHAPES)
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_gcv_matches_brute_force(n, p, fit_intercept, weighted, global_random_seed):
+    """GCV from the statistics against the explicit hat matrix of the weighted
+    problem: ``(RSS / W) / (1 - tr(H) / n)^2``, ``n`` samples of positive weight.
+
+    Both are float64 computations of well-conditioned quantities: alphas >=
+    0.5 against unit-variance features give cond < 1e3, and ``1 - df / n``,
+    whose relative rounding is about ``n eps / (1 - df / n)``, stays above 0.01
+    (worst of seeds 0-99: 0.023, wide shape, smallest alpha), so 1e-8 relative
+    has a margin of 1e4 over the rounding.
+    """
+    X, Y, weights = _problem(n, p, global_random_seed)
+    w = weights if weighted else np.ones(n)
+    alphas = [0.5, 5.0, 50.0]
+    stats = RidgeStatistics(p, 2).update(
+        ExplicitFeatures(X, block_size=7), Y, w if weighted else None
+    )
+    gcv = stats.gcv_mse(alphas, fit_intercept)
+    root = np.sqrt(w)[:, None]
+    design = np.hstack([X, np.ones((n, 1))]) if fit_intercept else X
+    design = root * design
+    n_positive = int(np.count_nonzero(w > 0))
+    brute = np.zeros((len(alphas), 2))
+    for a, alpha in enumerate(alphas):
+        penalty = alpha * np.eye(design.shape[1])
+        if fit_intercept:
+            penalty[-1, -1] = 0.0
+        hat = design @ np.linalg.solve(design.T @ design + penalty, design.T)
+        residual = root * Y - hat @ (root * Y)
+        assert 1 - np.trace(hat) / n_positive > 0.01
+        brute[a] = (residual**2).sum(axis=0) / w.sum()
+        brute[a] /= (1 - np.trace(hat) / n_positive) ** 2
+    assert_allclose(gcv, brute, rtol=1e-8)
+    best = stats.solve(alphas, fit_intercept, criterion="gcv")
+    assert best.alpha_index == int(np.argmin(brute.mean(axis=1)))
+    assert_allclose(best.gcv_mse, gcv)

@@ -163,7 +163,8 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
     ``alpha=0``, minimum-norm least squares). The features
     (:class:`AttentionRandomFeatures`) are never all held in memory: the
     solver streams over blocks of heads (dual, when ``n_samples`` is at most the
-    number of features) or of samples (primal).
+    number of features) or of samples (primal). :meth:`partial_fit` fits data
+    that do not fit in memory, one batch at a time, from the primal statistics.
 
     Read more in the :ref:`User Guide <random_features>`.
 
@@ -201,10 +202,12 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
 
     Attributes
     ----------
-    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features), dtype float64
         Stacked value vectors ``v_m`` (including the ``1 / sqrt(M)`` scaling).
-    intercept_ : float or ndarray of shape (n_targets,)
-        Intercept.
+    intercept_ : float or ndarray of shape (n_targets,), dtype float64
+        Intercept. The fitted attributes are float64 whatever the input dtype
+        (the solver works in float64); predictions take the float dtype of
+        ``X``.
     alpha_ : float
         The penalty used (the leave-one-out choice when several are given).
     loo_mse_ : ndarray of shape (n_alphas,)
@@ -313,10 +316,12 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
 
     Attributes
     ----------
-    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features), dtype float64
         Stacked value vectors.
-    intercept_ : float or ndarray of shape (n_targets,)
-        Intercept.
+    intercept_ : float or ndarray of shape (n_targets,), dtype float64
+        Intercept. The fitted attributes are float64 whatever the input dtype
+        (the solver works in float64); predictions take the float dtype of
+        ``X``.
     alpha_ : float
         The penalty used.
     loo_mse_ : ndarray of shape (n_alphas,)

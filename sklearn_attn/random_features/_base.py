@@ -24,7 +24,7 @@ from .._backend import (
     to_host,
     to_output,
 )
-from .._ridge import fit_ridge
+from .._ridge import RidgeStatistics, fit_ridge
 from .._scaling import (
     array_exponent,
     r2_score_at_any_scale,
@@ -36,6 +36,16 @@ from .._validation import check_sample_weight, check_target_shape, check_token_a
 # A fitted coefficient below this keeps fewer than 53 significant bits once its
 # smaller companions reach float64's subnormal range (2^-1022 / 2^-52 = 2^-970).
 _SMALLEST_COEF = 2.0**-968
+
+# partial_fit cannot rescale X as fit does (one power of two for all the data,
+# unknown batch by batch): it takes X whose largest entry is within 2^+-E of
+# one, with E such that features of degree 3 and their squares (2^+-6E) keep
+# a wide margin inside the normal range of the features' dtype (float32 for
+# float32 input: 2^+-126; the float64 sums: 2^+-1022) for weights and counts.
+_STREAM_EXPONENT = {np.dtype(np.float32): 16, np.dtype(np.float64): 96}
+
+# Set from the ridge solution; after partial_fit, solved on first access.
+_SOLUTION_ATTRIBUTES = frozenset({"coef_", "intercept_", "alpha_", "solver_"})
 
 
 class _RandomFeaturesMixin(DeviceCacheMixin):
@@ -230,6 +240,12 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         self : object
             The fitted regressor.
         """
+        if type(X).__module__.startswith("dask"):
+            # A dask array: the covariance is reduced on the cluster's workers.
+            from ._dask import fit_dask
+
+            return fit_dask(self, X, y, sample_weight)
+        self._reset_stream()
         alphas = self._check_alphas()
         device = resolve_device(self.device, X)
         check_target_shape(y, "y", max_ndim=2)
@@ -284,15 +300,43 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             del X_dev, feature_map
         # Nothing on the device is referenced any more: give the pool back.
         free_device_memory(device)
+        self._set_solution(
+            solution,
+            alphas,
+            y.ndim,
+            y_exponent=y_exponent,
+            feature_exponent=feature_exponent,
+            X_max=X_max,
+            y_max=float(np.abs(y_2d).max()),
+        )
+        return self
+
+    def _set_solution(
+        self,
+        solution,
+        alphas,
+        y_ndim,
+        *,
+        y_exponent=0,
+        feature_exponent=0,
+        X_max=1.0,
+        y_max=None,
+    ):
+        """Set ``coef_``, ``intercept_``, ``alpha_`` and ``solver_`` (and
+        ``loo_mse_``, ``best_score_``) from a RidgeSolution.
+
+        The solution may be of a rescaled problem (features divided by
+        ``2^feature_exponent``, targets by ``2^y_exponent``): the attributes
+        are scaled back exactly, or an error raised where they leave float64's
+        range. ``X_max`` and ``y_max`` only enter that error's message.
+        """
         with np.errstate(over="ignore", under="ignore"):
             coef = np.ldexp(solution.coef, y_exponent - feature_exponent)
             intercept = np.ldexp(solution.intercept, y_exponent)
+        y_text = "" if y_max is None else f"and y up to {y_max:.3g}"
         if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
             raise _out_of_range(
-                self,
-                "the fitted value vectors overflow float64",
-                X_max,
-                f"and y up to {float(np.abs(y_2d).max()):.3g}",
+                self, "the fitted value vectors overflow float64", X_max, y_text
             )
         largest = float(np.abs(coef).max())
         if solution.coef.any() and largest < _SMALLEST_COEF:
@@ -300,11 +344,10 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
                 self,
                 "the fitted value vectors underflow float64",
                 X_max,
-                f"and y up to {float(np.abs(y_2d).max()):.3g} (they would be "
-                f"about {largest:.1g})",
+                f"{y_text} (they would be about {largest:.1g})",
             )
-        self.coef_ = coef.T if y.ndim == 2 else coef[:, 0]
-        self.intercept_ = intercept if y.ndim == 2 else float(intercept[0])
+        self.coef_ = coef.T if y_ndim == 2 else coef[:, 0]
+        self.intercept_ = intercept if y_ndim == 2 else float(intercept[0])
         self.alpha_ = float(alphas[solution.alpha_index])
         self.solver_ = solution.mode
         if solution.loo_mse is not None:
@@ -316,7 +359,184 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         else:
             self.__dict__.pop("loo_mse_", None)
             self.__dict__.pop("best_score_", None)
+
+    # -- partial_fit: one pass over batches ---------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, sample_weight=None):
+        """Add a batch of samples to the fit (one pass over data beyond memory).
+
+        The first call draws the random weights (from ``random_state``, as
+        ``fit`` draws them); every call adds the batch's primal sufficient
+        statistics (weighted sums of the features, the targets, their
+        ``(n_features, n_features)`` covariance and cross products, in float64
+        whatever the input dtype). The fit on all batches so far is solved when
+        it is first needed (``predict``, ``score`` or reading ``coef_``,
+        ``intercept_``, ``alpha_`` or ``solver_``), and kept until the next
+        call: its predictions equal those of one ``fit`` on the batches
+        concatenated, up to rounding.
+
+        ``alpha`` must be one value: leave-one-out comparison of several needs
+        a second pass over the data. ``solver_`` is ``"primal"``; a model being
+        fitted by ``partial_fit`` carries (and pickles) its statistics, about
+        ``8 n_features^2`` bytes, so that it can continue. ``fit`` starts over,
+        and so does ``partial_fit`` after ``fit``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, token_dim) or \
+                (n_samples, n_tokens * token_dim)
+            Token input, query first, in the same layout in every call. Its
+            largest absolute entry must lie between ``2^-16`` and ``2^16``
+            (float32) or ``2^-96`` and ``2^96`` (float64): unlike ``fit``,
+            ``partial_fit`` cannot rescale the batches consistently.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets, of the same shape in every call.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights, not all zero.
+
+        Returns
+        -------
+        self : object
+            The regressor, fitted on all batches so far.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_attn import RandomFeatureAttentionRegressor
+        >>> from sklearn_attn.datasets import make_token_regression
+        >>> X, y = make_token_regression(
+        ...     n_samples=300, n_keys=4, token_dim=4, random_state=0)
+        >>> stream = RandomFeatureAttentionRegressor(n_heads=20, random_state=0)
+        >>> for batch in np.array_split(np.arange(300), 3):
+        ...     stream = stream.partial_fit(X[batch], y[batch])
+        >>> full = RandomFeatureAttentionRegressor(
+        ...     n_heads=20, solver="primal", random_state=0).fit(X, y)
+        >>> bool(np.allclose(stream.predict(X), full.predict(X), rtol=1e-8))
+        True
+        """
+        first = "_ridge_statistics" not in self.__dict__
+        alphas = self._check_alphas()
+        if alphas.size > 1:
+            raise ValueError(
+                f"{type(self).__name__}.partial_fit takes one alpha; got "
+                f"alpha={_alpha_text(alphas)}. Several alphas are compared by exact "
+                "leave-one-out error, which needs every sample's leverage under the "
+                "covariance of all batches, i.e. a second pass over the data that "
+                "partial_fit does not make. Choose alpha first (fit with an array "
+                "of alphas on a subsample, or compare alphas on held-out data) and "
+                "stream with that value."
+            )
+        if self.solver == "dual":
+            raise ValueError(
+                'partial_fit accumulates the primal statistics; solver="dual" needs '
+                'all samples at once. Use solver="auto" or "primal".'
+            )
+        check_target_shape(y, "y", max_ndim=2)
+        X, y = self._validate_tokens(X, y, reset=first)
+        y_2d = np.asarray(y.reshape(-1, 1) if y.ndim == 1 else y, dtype=np.float64)
+        if not first and self._stream_target_shape != (y.ndim, y_2d.shape[1]):
+            raise ValueError(
+                f"y has shape {y.shape[1:] or '(n_samples,)'} per batch "
+                f"({y.ndim}-D), but the earlier batches of partial_fit had "
+                f"{self._stream_target_shape[1]} target(s) in "
+                f"{self._stream_target_shape[0]}-D."
+            )
+        sample_weight = check_sample_weight(sample_weight, X.shape[0])
+        if first:
+            self._reset_stream()
+            self._draw_weights(
+                check_random_state(self.random_state), X.shape[1], X.shape[2]
+            )
+        statistics = self._batch_statistics(X, y_2d, sample_weight)
+        if first:
+            self._ridge_statistics = statistics
+            self._stream_target_shape = (y.ndim, y_2d.shape[1])
+        else:
+            self._ridge_statistics.merge(statistics)
+        # The fitted attributes are out of date: solved again when read.
+        for name in _SOLUTION_ATTRIBUTES | {"loo_mse_", "best_score_"}:
+            self.__dict__.pop(name, None)
+        self._clear_device_cache()
+        self._stream_alphas = alphas
+        self._solution_pending = True
         return self
+
+    def _batch_statistics(self, X, y, sample_weight=None):
+        """The RidgeStatistics of one batch: the random features of ``X``.
+
+        ``X`` is validated token input of the fitted layout (NumPy or CuPy;
+        the random weights are drawn), ``y`` of shape ``(n_samples,)`` or
+        ``(n_samples, n_targets)``, ``sample_weight`` validated or None.
+        Shared by ``partial_fit`` and the dask fit, which merge the batches'
+        statistics.
+        """
+        device = resolve_device(self.device, X)
+        y = np.asarray(to_host(y), dtype=np.float64)
+        y_2d = y.reshape(y.shape[0], -1)
+        xp = device.xp
+        with device.activate():
+            X_dev = to_device(X, device, dtype=X.dtype)
+            X_max = float(xp.abs(X_dev).max()) if X_dev.size else 0.0
+            limit = _STREAM_EXPONENT[np.dtype(X_dev.dtype)]
+            if X_max and not 2.0**-limit <= X_max <= 2.0**limit:
+                raise _out_of_range(
+                    self,
+                    "partial_fit cannot rescale the batches",
+                    X_max,
+                    f"(its largest entry must lie between 2^-{limit} and "
+                    f"2^{limit}: unlike fit, which rescales all the data by one "
+                    "power of two, partial_fit sees one batch at a time)",
+                )
+            feature_map = self._feature_map(X_dev, device)
+            statistics = RidgeStatistics(feature_map.n_features, y_2d.shape[1])
+            with np.errstate(over="ignore", invalid="ignore"):  # checked below
+                statistics.update(feature_map, y_2d, sample_weight)
+            del X_dev, feature_map
+        free_device_memory(device)
+        sums = (
+            statistics.weight_sum,
+            statistics.covariance,
+            statistics.cross,
+            statistics.target_squares,
+        )
+        if not all(np.isfinite(value).all() for value in sums):
+            raise _out_of_range(
+                self,
+                "the sums of partial_fit overflow float64",
+                X_max,
+                f"and y up to {float(np.abs(y_2d).max()):.3g}"
+                + ("" if sample_weight is None else " (or the weights are huge)"),
+            )
+        return statistics
+
+    def _reset_stream(self):
+        """Forget the state of ``partial_fit`` (``fit`` starts over)."""
+        for name in (
+            "_ridge_statistics",
+            "_stream_target_shape",
+            "_stream_alphas",
+            "_solution_pending",
+        ):
+            self.__dict__.pop(name, None)
+
+    def _solve_stream(self):
+        """Solve the ridge system of the batches seen by ``partial_fit``."""
+        alphas = self._stream_alphas
+        solution = self._ridge_statistics.solve(
+            alphas, self.fit_intercept, device=resolve_device(self.device)
+        )
+        self._set_solution(solution, alphas, self._stream_target_shape[0])
+        self._solution_pending = False
+
+    def __getattr__(self, name):
+        # Only reached when ordinary lookup fails: after partial_fit the
+        # solution attributes are missing until the next solve.
+        if name in _SOLUTION_ATTRIBUTES and self.__dict__.get("_solution_pending"):
+            self._solve_stream()
+            return self.__dict__[name]
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}"
+        )
 
     def _scaled_alphas(self, alphas, exponent, xp, X_dev):
         """``alphas / 2^exponent``, the penalties of the rescaled problem.
@@ -359,7 +579,9 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         Returns
         -------
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
-            Predictions (a CuPy array when ``device=None`` and ``X`` is one).
+            Predictions, of the float dtype of ``X`` (float32 for float32
+            input, as scikit-learn's ``Ridge``; a CuPy array when
+            ``device=None`` and ``X`` is one).
         """
         feature_map, exponents, device = self._map_for(X)
         xp = device.xp
@@ -389,6 +611,19 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
                     float(xp.abs(feature_map.X).max()),
                     "(far beyond the scale of the training data)",
                 )
+            if feature_map.dtype != out.dtype:
+                # As scikit-learn's Ridge: predictions in the input's float dtype
+                # (computed in float64 against the float64 coefficients).
+                with np.errstate(over="ignore"):
+                    narrow = out.astype(feature_map.dtype)
+                if not bool(xp.isfinite(narrow).all()):
+                    raise _out_of_range(
+                        self,
+                        f"the predictions overflow {feature_map.dtype}",
+                        float(xp.abs(feature_map.X).max()),
+                        "(float64 input has a larger range)",
+                    )
+                out = narrow
         if coef.ndim == 1:
             out = out[:, 0]
         return to_output(out, device)

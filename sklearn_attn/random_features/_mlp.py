@@ -133,8 +133,9 @@ class RFMLP(_MLPFeaturesMixin, _RandomFeatureRidge):
 
     ``f(X) = sum_m a_m relu(<w_m, u>) / sqrt(M)`` with ``u = vec(X)`` and frozen
     ``w_m``; the output weights ``a`` are fitted by ridge regression as in
-    :class:`RandomFeatureAttentionRegressor`. It sees the tokens by position,
-    so it is not invariant to permuting the keys.
+    :class:`RandomFeatureAttentionRegressor` (also one batch at a time, with
+    :meth:`partial_fit`). It sees the tokens by position, so it is not
+    invariant to permuting the keys.
 
     Read more in the :ref:`User Guide <random_features>`.
 
@@ -165,10 +166,12 @@ class RFMLP(_MLPFeaturesMixin, _RandomFeatureRidge):
 
     Attributes
     ----------
-    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features), dtype float64
         Output weights (including the ``1 / sqrt(M)`` scaling).
-    intercept_ : float or ndarray of shape (n_targets,)
-        Intercept.
+    intercept_ : float or ndarray of shape (n_targets,), dtype float64
+        Intercept. The fitted attributes are float64 whatever the input dtype
+        (the solver works in float64); predictions take the float dtype of
+        ``X``.
     alpha_ : float
         The penalty used.
     loo_mse_ : ndarray of shape (n_alphas,)
