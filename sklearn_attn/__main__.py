@@ -7,14 +7,21 @@ then predicts the contacts of the bundled PF00014 alignment. ``contacts
 ALIGNMENT`` predicts residue contacts from an alignment file (see
 ``sklearn_attn.potts._cli``).
 
+``--scheduler ADDRESS`` (``reproduce`` and ``demo``) connects a
+``dask.distributed.Client`` to a running scheduler and runs each reproduction's
+grid of fits on that cluster, through joblib's ``dask`` backend; every task
+carries its own seeds, so the tables are those of the local run.
+
 New reproductions are added to ``REPRODUCTIONS``: a name mapped to a function
 ``(out_dir, quick, n_seeds, random_state, n_jobs) -> (summary text, written
-paths, notes)``.
+paths, notes)``; their grids go through ``sklearn_attn.experiments._common.
+run_tasks`` (or :class:`sklearn.utils.parallel.Parallel`) to run on a cluster.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -58,7 +65,9 @@ def _reproduce_rfa(out_dir, *, quick, n_seeds, random_state, n_jobs):
 def _reproduce_potts(out_dir, *, quick, n_seeds, random_state, n_jobs):
     from .experiments import format_potts_summary, plot_potts, run_potts, write_csv
 
-    tables = run_potts(quick=quick, n_seeds=n_seeds, random_state=random_state)
+    tables = run_potts(
+        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
+    )
     written = [
         write_csv(tables["synthetic"], os.path.join(out_dir, "potts_synthetic.csv")),
         write_csv(tables["real"], os.path.join(out_dir, "potts_real.csv")),
@@ -144,6 +153,7 @@ def _build_parser():
         metavar="DIR",
         help=f"output folder (default: ./{DEFAULT_OUT})",
     )
+    _add_scheduler_option(demo)
 
     rep = sub.add_parser(
         "reproduce",
@@ -187,10 +197,64 @@ def _build_parser():
         type=int,
         default=None,
         metavar="J",
-        help="joblib workers for learning_curve (default: None)",
+        help="joblib workers over the reproduction's fits (default: None, one "
+        "after another)",
     )
+    _add_scheduler_option(rep)
     add_contacts_parser(sub)
     return parser
+
+
+def _add_scheduler_option(parser):
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the fits on the Dask cluster of this scheduler (e.g. "
+        "tcp://10.0.0.5:8786), through joblib's dask backend; the results are "
+        "those of the local run. Needs sklearn-attn[dask].",
+    )
+
+
+class _CommandError(Exception):
+    """A problem to report in one line (and exit status 1), not as a traceback."""
+
+
+@contextlib.contextmanager
+def _on_cluster(address):
+    """Send joblib's work to the Dask cluster at ``address`` (if not None)."""
+    if address is None:
+        yield
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError as exc:
+        raise _CommandError(
+            "--scheduler needs dask.distributed, which is not installed: "
+            "pip install sklearn-attn[dask]"
+        ) from exc
+    import joblib
+
+    try:
+        client = Client(address)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise _CommandError(
+            f"could not connect to the Dask scheduler at {address}: {exc}"
+        ) from exc
+    with client:
+        nthreads = client.nthreads()
+        _stderr(
+            f"on the Dask cluster at {client.scheduler.address}: "
+            f"{len(nthreads)} workers, {sum(nthreads.values())} threads"
+        )
+        # n_jobs=-1: as many tasks at once as the cluster has threads, unless
+        # --n-jobs says otherwise.
+        with joblib.parallel_config(backend="dask", n_jobs=-1):
+            yield
+
+
+def _stderr(message):
+    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv=None):
@@ -204,26 +268,40 @@ def main(argv=None):
     Returns
     -------
     status : int
-        0 on success. Invalid arguments exit through :class:`SystemExit`
-        (status 2), as with any argparse program.
+        0 on success, 1 when ``--scheduler`` cannot be used (no
+        dask.distributed, no scheduler at the address). Invalid arguments
+        exit through :class:`SystemExit` (status 2), as with any argparse
+        program.
     """
     args = _build_parser().parse_args(None if argv is None else [str(a) for a in argv])
     if args.command == "contacts":
         return _run_contacts(args)
     out_dir = os.path.abspath(args.out)
-    if args.command == "demo":
-        for name in REPRODUCTIONS:
-            _run(name, out_dir, quick=True, n_seeds=None, random_state=0, n_jobs=None)
-        _demo_contacts(os.path.join(out_dir, "contacts_pf00014"))
-    else:
-        _run(
-            args.name,
-            out_dir,
-            quick=args.quick,
-            n_seeds=args.seeds,
-            random_state=args.random_state,
-            n_jobs=args.n_jobs,
-        )
+    try:
+        with _on_cluster(args.scheduler):
+            if args.command == "demo":
+                for name in REPRODUCTIONS:
+                    _run(
+                        name,
+                        out_dir,
+                        quick=True,
+                        n_seeds=None,
+                        random_state=0,
+                        n_jobs=None,
+                    )
+                _demo_contacts(os.path.join(out_dir, "contacts_pf00014"))
+            else:
+                _run(
+                    args.name,
+                    out_dir,
+                    quick=args.quick,
+                    n_seeds=args.seeds,
+                    random_state=args.random_state,
+                    n_jobs=args.n_jobs,
+                )
+    except _CommandError as exc:
+        print(f"sklearn-attn {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import runpy
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,8 @@ def test_reproduce_help_lists_names(capsys):
     with pytest.raises(SystemExit) as excinfo:
         main(["reproduce", "--help"])
     assert excinfo.value.code == 0
-    assert "rfa" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "rfa" in out and "--scheduler ADDRESS" in out
 
 
 def test_unknown_reproduction_is_an_error(capsys):
@@ -60,6 +62,37 @@ def test_unknown_reproduction_is_an_error(capsys):
     assert "no-such-paper" in err
     for name in REPRODUCTIONS:
         assert name in err
+
+
+def test_scheduler_without_dask_says_how_to_install(monkeypatch, capsys):
+    # As if dask.distributed were not installed: importing it fails.
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    argv = ["reproduce", "rfa", "--quick", "--scheduler", "tcp://127.0.0.1:8786"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "--scheduler needs dask.distributed" in err
+    assert "pip install sklearn-attn[dask]" in err
+
+
+def test_unreachable_scheduler_is_an_error(tmp_path, capsys):
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    # Nothing listens on port 1; give up after half a second, not 30.
+    with dask.config.set({"distributed.comm.timeouts.connect": "0.5s"}):
+        status = main(
+            [
+                "reproduce",
+                "rfa",
+                "--scheduler",
+                "tcp://127.0.0.1:1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "could not connect to the Dask scheduler at tcp://127.0.0.1:1" in err
+    assert not list(tmp_path.iterdir())  # nothing ran
 
 
 def test_missing_command_is_an_error():

@@ -1,4 +1,4 @@
-"""Helpers shared by the reproductions: progress lines, CSV tables, seeds."""
+"""Helpers shared by the reproductions: progress lines, CSV tables, seeds, tasks."""
 
 from __future__ import annotations
 
@@ -9,8 +9,17 @@ import sys
 import time
 
 import numpy as np
+from joblib import parallel_config
+from sklearn.utils.parallel import Parallel, delayed
 
-__all__ = ["Progress", "format_table", "seed_pair", "summarize", "write_csv"]
+__all__ = [
+    "Progress",
+    "format_table",
+    "run_tasks",
+    "seed_pair",
+    "summarize",
+    "write_csv",
+]
 
 
 def _stderr(message):
@@ -61,6 +70,42 @@ def seed_pair(random_state, *keys):
     entropy = [int(random_state), *(int(k) for k in keys)]
     data_seed, weight_seed = np.random.SeedSequence(entropy).generate_state(2)
     return int(data_seed), int(weight_seed)
+
+
+def _in_sequence(function, *args):
+    # A task's own joblib calls (learning_curve, restarts) stay in its worker:
+    # under the dask backend they would otherwise go back to the scheduler.
+    with parallel_config(backend="sequential"):
+        return function(*args)
+
+
+def run_tasks(tasks, *, n_jobs=None):
+    """Run the calls ``function(*args)`` of ``tasks``; yield results in order.
+
+    The grid of a reproduction, through :class:`sklearn.utils.parallel.Parallel`:
+    one task after another in this process with ``n_jobs=None``, on joblib
+    workers otherwise, or on a Dask cluster under
+    ``joblib.parallel_config(backend="dask")``. Every task carries its own
+    seeds, so the results do not depend on where it ran.
+
+    Parameters
+    ----------
+    tasks : list of tuple
+        ``(function, *args)`` per call; ``function`` is defined at module level
+        (workers in other processes import it).
+    n_jobs : int, default=None
+        Joblib workers; ``None`` takes the active ``parallel_config``'s
+        (one at a time outside one).
+
+    Returns
+    -------
+    results : generator
+        The results in the order of ``tasks``, each as soon as it and those
+        before it are done.
+    """
+    return Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(_in_sequence)(*task) for task in tasks
+    )
 
 
 def summarize(values):

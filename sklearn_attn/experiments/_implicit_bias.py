@@ -26,14 +26,13 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from sklearn.utils.parallel import Parallel, delayed
 
 from ..attention._implicit_bias import (
     make_max_margin_attention_data,
     train_attention_classifier,
 )
 from ..attention._max_margin import _constraint_vectors, max_margin_svm
-from ._common import Progress, format_table, seed_pair, summarize
+from ._common import Progress, format_table, run_tasks, seed_pair, summarize
 
 __all__ = [
     "default_implicit_bias_config",
@@ -299,7 +298,10 @@ def run_implicit_bias(
         ``False`` drops them, a callable receives each line.
     n_jobs : int, default=None
         Joblib workers over the four training runs (each uses one BLAS
-        thread); 2 halves the training time on two cores.
+        thread); 2 halves the training time on two cores. Each run has its
+        own seeds, so the tables do not depend on ``n_jobs`` or on the joblib
+        backend: under ``joblib.parallel_config(backend="dask")`` the runs
+        go to a Dask cluster.
     config : dict, default=None
         Overrides of ``default_implicit_bias_config(quick)``, e.g.
         ``{"n_iter": 5000, "full": {"dim": 6}}`` (nested dicts are merged).
@@ -354,8 +356,11 @@ def run_implicit_bias(
     data = {s: _draw(s, cfg, int(n_seeds), random_state) for s in STRUCTURES}
     report("drew the instances")
     jobs = [(s, p) for s in STRUCTURES for p in PARAMETRIZATIONS]
-    results = Parallel(n_jobs=n_jobs)(
-        delayed(_train)(s, p, data[s], cfg, random_state) for s, p in jobs
+    results = list(
+        run_tasks(
+            [(_train, s, p, data[s], cfg, random_state) for s, p in jobs],
+            n_jobs=n_jobs,
+        )
     )
     tables = {"trajectories": [], "final": [], "spectra": []}
     for s in STRUCTURES:
@@ -542,7 +547,12 @@ def plot_implicit_bias(tables, path=None):
                     linestyle=style,
                     label=f"{p}: {label} norm / margin",
                 )
+        last = max((r["iteration"] for r in traj if r["structure"] == s), default=1)
         for ax in (ax_loss, ax_corr, ax_ratio):
+            if not any(len(line.get_xdata()) for line in ax.lines):
+                # Nothing to draw (no run reached L*, say): a log axis needs
+                # positive limits of its own.
+                ax.set_xlim(1, max(last, 10))
             ax.set_xscale("log")
             ax.set_xlabel("iteration")
             ax.grid(True, alpha=0.3)

@@ -24,11 +24,10 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.parallel import Parallel, delayed
 
 from ..attention._learner import MultiHeadAttentionLearner, match_heads
 from ..datasets._attention import make_attention_layer_regression
-from ._common import Progress, format_table, seed_pair, summarize
+from ._common import Progress, format_table, run_tasks, seed_pair, summarize
 
 __all__ = ["default_mha_config", "format_mha_summary", "plot_mha", "run_mha"]
 
@@ -221,8 +220,9 @@ def run_mha(
         f"{list(cfg['n_heads'])}, n in {list(cfg['train_sizes'])}, {n_seeds} seeds"
     )
     jobs = [(int(m), seed) for m in cfg["n_heads"] for seed in range(n_seeds)]
-    outputs = Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_one_instance)(m, seed, cfg, random_state) for m, seed in jobs
+    outputs = run_tasks(
+        [(_one_instance, m, seed, cfg, random_state) for m, seed in jobs],
+        n_jobs=n_jobs,
     )
     collected = []
     for count, ((m, seed), results) in enumerate(zip(jobs, outputs, strict=True), 1):

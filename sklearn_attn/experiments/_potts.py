@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ._common import Progress, format_table, seed_pair, summarize
+from ._common import Progress, format_table, run_tasks, seed_pair, summarize
 
 __all__ = ["run_potts", "plot_potts", "format_potts_summary"]
 
@@ -51,113 +51,110 @@ def _coupling_correlation(model, true_couplings):
     return float(np.corrcoef(model.couplings_.ravel(), true.ravel())[0, 1])
 
 
-def _synthetic(cfg, n_seeds, random_state, progress):
+def _draw_synthetic(cfg, seed, random_state):
+    """One repetition's planted model and sequences, and the true test loss."""
     from ..datasets import make_potts_sequences
-    from ..potts import PottsPseudoLikelihood
     from ..potts._sampling import conditional_log_probs
 
-    rows = []
-    n_max = max(cfg["n_train"])
-    for seed in range(n_seeds):
-        data_seed, model_seed = seed_pair(random_state, 3, seed)
-        X, params = make_potts_sequences(
-            n_samples=n_max + cfg["n_test"],
-            n_sites=cfg["n_sites"],
-            n_states=cfg["n_states"],
-            graph="ring",
-            n_channels=1,
-            random_state=data_seed,
-        )
-        X_train, X_test = X[:n_max], X[n_max:]
-        log_p = conditional_log_probs(
-            X_test, params.couplings, params.fields, params.beta
-        )
-        true_loss = -float(np.take_along_axis(log_p, X_test[:, :, None], axis=2).mean())
-        progress(
-            f"synthetic seed {seed}: sampled {len(X)} sequences, "
-            f"true conditional entropy {true_loss:.4f}"
-        )
-        for parametrization in ("factored", "full"):
-            for n_train in cfg["n_train"]:
-                model = PottsPseudoLikelihood(parametrization, random_state=model_seed)
-                start = time.perf_counter()
-                model.fit(X_train[:n_train])
-                seconds = time.perf_counter() - start
-                test_loss = -model.score(X_test)
-                rows.append(
-                    {
-                        "part": "synthetic",
-                        "parametrization": parametrization,
-                        "n_train": n_train,
-                        "seed": seed,
-                        "test_loss": test_loss,
-                        "true_conditional_entropy": true_loss,
-                        "relative_excess_loss": test_loss / true_loss - 1.0,
-                        "coupling_correlation": _coupling_correlation(
-                            model, params.beta * params.couplings
-                        ),
-                        "n_iter": model.n_iter_,
-                        "fit_seconds": seconds,
-                    }
-                )
-                progress(
-                    f"synthetic {parametrization:8s} n={n_train:6d}: test loss "
-                    f"{test_loss:.4f} ({100 * rows[-1]['relative_excess_loss']:+.2f}% "
-                    f"over the truth), coupling corr "
-                    f"{rows[-1]['coupling_correlation']:.3f}"
-                )
-    return rows
+    data_seed, model_seed = seed_pair(random_state, 3, seed)
+    X, params = make_potts_sequences(
+        n_samples=max(cfg["n_train"]) + cfg["n_test"],
+        n_sites=cfg["n_sites"],
+        n_states=cfg["n_states"],
+        graph="ring",
+        n_channels=1,
+        random_state=data_seed,
+    )
+    X_test = X[max(cfg["n_train"]) :]
+    log_p = conditional_log_probs(X_test, params.couplings, params.fields, params.beta)
+    true_loss = -float(np.take_along_axis(log_p, X_test[:, :, None], axis=2).mean())
+    return X, params, true_loss, model_seed
 
 
-def _real(cfg, random_state, progress):
+def _fit_synthetic(parametrization, X_train, X_test, couplings, model_seed):
+    """One task: fit on the first sequences, measure on the test ones."""
+    from ..potts import PottsPseudoLikelihood
+
+    model = PottsPseudoLikelihood(parametrization, random_state=model_seed)
+    start = time.perf_counter()
+    model.fit(X_train)
+    seconds = time.perf_counter() - start
+    return {
+        "test_loss": -model.score(X_test),
+        "coupling_correlation": _coupling_correlation(model, couplings),
+        "n_iter": model.n_iter_,
+        "fit_seconds": seconds,
+    }
+
+
+def _fit_real(label, kwargs, max_iter, random_state):
+    """One task: a model of PF00014 with plmc's settings, and its contacts."""
     from ..datasets import load_pf00014
     from ..potts import PottsPseudoLikelihood, contact_precision
 
     data = load_pf00014()
-    rows = []
+    # plmc's settings: its penalties, 80% identity reweighting, gap as a state.
+    model = PottsPseudoLikelihood(
+        alpha_fields=0.01,
+        alpha_couplings=16.0,
+        sequence_identity=0.8,
+        max_iter=max_iter,
+        random_state=random_state,
+        **kwargs,
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        # The quick run caps the iterations: say so in the table instead.
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(data.sequences)
+    seconds = time.perf_counter() - start
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    precision = contact_precision(
+        model.contact_scores(), data.contact_i, data.contact_j, data.distance
+    )
+    return {
+        "part": "real",
+        "model": label,
+        "n_iter": model.n_iter_,
+        "converged": converged,
+        "objective_plmc_units": model.objective_,
+        "fit_seconds": seconds,
+        **{f"precision_top_{k}": v for k, v in precision.items()},
+    }
+
+
+def _synthetic_row(parametrization, n_train, seed, true_loss, fitted):
+    return {
+        "part": "synthetic",
+        "parametrization": parametrization,
+        "n_train": n_train,
+        "seed": seed,
+        "test_loss": fitted["test_loss"],
+        "true_conditional_entropy": true_loss,
+        "relative_excess_loss": fitted["test_loss"] / true_loss - 1.0,
+        "coupling_correlation": fitted["coupling_correlation"],
+        "n_iter": fitted["n_iter"],
+        "fit_seconds": fitted["fit_seconds"],
+    }
+
+
+def _real_models(cfg):
     models = [("full", dict(parametrization="full"))]
     if cfg["real_factored"]:
         models.append(("factored (32 heads)", dict(n_heads=32)))
-    for label, kwargs in models:
-        # plmc's settings: its penalties, 80% identity reweighting, gap as a state.
-        model = PottsPseudoLikelihood(
-            alpha_fields=0.01,
-            alpha_couplings=16.0,
-            sequence_identity=0.8,
-            max_iter=cfg["real_max_iter"],
-            random_state=random_state,
-            **kwargs,
-        )
-        start = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            # The quick run caps the iterations: say so in the table instead.
-            warnings.simplefilter("always", ConvergenceWarning)
-            model.fit(data.sequences)
-        seconds = time.perf_counter() - start
-        converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-        precision = contact_precision(
-            model.contact_scores(), data.contact_i, data.contact_j, data.distance
-        )
-        rows.append(
-            {
-                "part": "real",
-                "model": label,
-                "n_iter": model.n_iter_,
-                "converged": converged,
-                "objective_plmc_units": model.objective_,
-                "fit_seconds": seconds,
-                **{f"precision_top_{k}": v for k, v in precision.items()},
-            }
-        )
-        progress(
-            f"PF00014 {label}: {model.n_iter_} iterations"
-            f"{'' if converged else ' (max_iter reached)'}, {seconds:.1f} s, "
-            "precision " + ", ".join(f"{k} {v:.3f}" for k, v in precision.items())
-        )
-    return rows
+    return models
 
 
-def run_potts(*, quick=False, n_seeds=None, random_state=0, progress=None, real=True):
+def run_potts(
+    *,
+    quick=False,
+    n_seeds=None,
+    random_state=0,
+    progress=None,
+    real=True,
+    n_jobs=None,
+    config=None,
+):
     """Run the Potts reproduction and return its tables.
 
     Parameters
@@ -172,6 +169,18 @@ def run_potts(*, quick=False, n_seeds=None, random_state=0, progress=None, real=
         Where progress lines go: ``None`` standard error, ``False`` nowhere.
     real : bool, default=True
         Also run the real-data part (contact precision on PF00014).
+    n_jobs : int, default=None
+        Fits run at once by :class:`sklearn.utils.parallel.Parallel`, one task
+        per parametrization, training size and repetition, and one per
+        PF00014 model (each with its own seeds, so the tables do not depend on
+        ``n_jobs`` or on the joblib backend: under
+        ``joblib.parallel_config(backend="dask")`` the fits run on a Dask
+        cluster). ``None`` runs them one after another. The sequences are
+        sampled here, before.
+    config : dict, default=None
+        Overrides of the settings of ``default_config(quick)`` (``n_sites``,
+        ``n_states``, ``n_train``, ``n_test``, ``n_seeds``, ``real_max_iter``,
+        ``real_factored``), e.g. ``{"n_train": [200, 400]}``.
 
     Returns
     -------
@@ -185,10 +194,62 @@ def run_potts(*, quick=False, n_seeds=None, random_state=0, progress=None, real=
     >>> tables = run_potts(quick=True, progress=False)  # doctest: +SKIP
     """
     cfg = default_config(quick)
+    cfg.update(config or {})
     progress = Progress(progress, prefix="[potts] ")
     n_seeds = cfg["n_seeds"] if n_seeds is None else n_seeds
-    tables = {"synthetic": _synthetic(cfg, n_seeds, random_state, progress)}
-    tables["real"] = _real(cfg, random_state, progress) if real else []
+    if int(n_seeds) < 1:
+        raise ValueError(f"n_seeds must be a positive integer; got {n_seeds!r}.")
+    n_max = max(cfg["n_train"])
+    # The fits are the tasks; the sequences are drawn first, here.
+    synthetic = []
+    for seed in range(int(n_seeds)):
+        X, params, true_loss, model_seed = _draw_synthetic(cfg, seed, random_state)
+        progress(
+            f"synthetic seed {seed}: sampled {len(X)} sequences, "
+            f"true conditional entropy {true_loss:.4f}"
+        )
+        for parametrization in ("factored", "full"):
+            for n_train in cfg["n_train"]:
+                synthetic.append(
+                    (
+                        (parametrization, n_train, seed, true_loss),
+                        (
+                            _fit_synthetic,
+                            parametrization,
+                            X[:n_train],
+                            X[n_max:],
+                            params.beta * params.couplings,
+                            model_seed,
+                        ),
+                    )
+                )
+    models = _real_models(cfg) if real else []
+    tasks = [task for _, task in synthetic] + [
+        (_fit_real, label, kwargs, cfg["real_max_iter"], random_state)
+        for label, kwargs in models
+    ]
+    results = run_tasks(tasks, n_jobs=n_jobs)
+    tables = {"synthetic": [], "real": []}
+    for (parametrization, n_train, seed, true_loss), _ in synthetic:
+        row = _synthetic_row(parametrization, n_train, seed, true_loss, next(results))
+        tables["synthetic"].append(row)
+        progress(
+            f"synthetic {parametrization:8s} n={n_train:6d}: test loss "
+            f"{row['test_loss']:.4f} ({100 * row['relative_excess_loss']:+.2f}% "
+            f"over the truth), coupling corr {row['coupling_correlation']:.3f}"
+        )
+    for row in results:
+        tables["real"].append(row)
+        progress(
+            f"PF00014 {row['model']}: {row['n_iter']} iterations"
+            f"{'' if row['converged'] else ' (max_iter reached)'}, "
+            f"{row['fit_seconds']:.1f} s, precision "
+            + ", ".join(
+                f"{k.replace('precision_top_', '')} {v:.3f}"
+                for k, v in row.items()
+                if k.startswith("precision_top_")
+            )
+        )
     return tables
 
 

@@ -25,7 +25,7 @@ from sklearn.model_selection import learning_curve
 
 from ..datasets import make_token_regression
 from ..random_features import RFMLP, BiasedRFA, RandomFeatureAttentionRegressor
-from ._common import Progress, format_table, seed_pair, summarize
+from ._common import Progress, format_table, run_tasks, seed_pair, summarize
 
 __all__ = ["default_config", "format_rfa_summary", "plot_rfa", "run_rfa"]
 
@@ -147,7 +147,7 @@ def _make_model(name, *, n_heads, token_dim, alpha, random_state):
     raise ValueError(f"Unknown model {name!r}; expected one of {list(MODELS)}.")
 
 
-def _curve_errors(model, X, y, n_train_max, train_sizes, n_jobs):
+def _curve_errors(model, X, y, n_train_max, train_sizes):
     """Normalised test errors of ``model`` at each train size.
 
     The first ``n_train_max`` samples are the training pool (nested prefixes of
@@ -164,76 +164,86 @@ def _curve_errors(model, X, y, n_train_max, train_sizes, n_jobs):
         cv=[(train_idx, test_idx)],
         scoring="neg_mean_squared_error",
         shuffle=False,
-        n_jobs=n_jobs,
         error_score="raise",
     )
     return sizes, -test_scores[:, 0] / np.var(y[test_idx])
 
 
-def _run_settings(
-    settings, part, cfg, n_seeds, random_state, n_test, progress, n_jobs, counter
-):
-    """Learning curves of every model on every setting; returns table rows.
-
-    ``settings`` is a list of dicts with keys target, degree, gamma, N.
-    """
-    d, n_heads, alpha = cfg["token_dim"], cfg["n_heads"], cfg["alpha"]
+def _one_curve(name, setting, cfg, n_test, data_seed, weight_seed):
+    """One task of the grid: the learning curve of one model on one draw."""
+    d = cfg["token_dim"]
     train_sizes = tuple(int(s) for s in cfg["train_sizes"])
     n_max = max(train_sizes)
-    rows = []
+    X, y = make_token_regression(
+        n_max + n_test,
+        n_keys=setting["N"],
+        token_dim=d,
+        target=setting["target"],
+        degree=setting["degree"] or 1,
+        gamma=setting["gamma"] or 1.0,
+        random_state=data_seed,
+    )
+    model = _make_model(
+        name,
+        n_heads=cfg["n_heads"],
+        token_dim=d,
+        alpha=cfg["alpha"],
+        random_state=weight_seed,
+    )
+    return _curve_errors(model, X, y, n_max, train_sizes)
+
+
+def _curve_tasks(settings, part, cfg, n_seeds, random_state, n_test):
+    """The grid of one part: ``(curve key, task arguments)`` per model, setting
+    and repetition, the repetitions of a curve next to each other."""
+    tasks = []
     for key, setting in enumerate(settings):
         for model_index, name in enumerate(cfg["models"]):
-            counter[0] += 1
-            errors = []
             for seed in range(n_seeds):
                 # Same data for every model in a repetition (paired comparison);
                 # fresh weights per model, setting and repetition.
                 data_seed, _ = seed_pair(random_state, part, key, seed)
                 _, weight_seed = seed_pair(random_state, part, key, seed, model_index)
-                X, y = make_token_regression(
-                    n_max + n_test,
-                    n_keys=setting["N"],
-                    token_dim=d,
-                    target=setting["target"],
-                    degree=setting["degree"] or 1,
-                    gamma=setting["gamma"] or 1.0,
-                    random_state=data_seed,
+                tasks.append(
+                    (
+                        (part, key, name),
+                        (
+                            _one_curve,
+                            name,
+                            setting,
+                            cfg,
+                            n_test,
+                            data_seed,
+                            weight_seed,
+                        ),
+                    )
                 )
-                model = _make_model(
-                    name,
-                    n_heads=n_heads,
-                    token_dim=d,
-                    alpha=alpha,
-                    random_state=weight_seed,
-                )
-                sizes, errs = _curve_errors(model, X, y, n_max, train_sizes, n_jobs)
-                errors.append(errs)
-            errors = np.asarray(errors)
-            for j, size in enumerate(sizes):
-                mean, std = summarize(errors[:, j])
-                rows.append(
-                    {
-                        "model": name,
-                        "target": setting["target"],
-                        "degree": setting["degree"],
-                        "gamma": setting["gamma"],
-                        "N": setting["N"],
-                        "d": d,
-                        "n_train": int(size),
-                        "error_mean": mean,
-                        "error_std": std,
-                        "n_seeds": int(np.isfinite(errors[:, j]).sum()),
-                        "n_params": n_heads * (d + 1),
-                        "alpha": float(alpha),
-                    }
-                )
-            label = _setting_label(setting)
-            mean, std = summarize(errors[:, -1])
-            progress(
-                f"[{counter[0]}/{counter[1]}] part {'AB'[part]} {label} "
-                f"N={setting['N']} {name}: error {mean:.3g} \u00b1 {std:.2g} "
-                f"at n={sizes[-1]}"
-            )
+    return tasks
+
+
+def _curve_rows(setting, name, cfg, sizes, errors):
+    """Table rows of one curve from its repetitions' errors."""
+    d, n_heads = cfg["token_dim"], cfg["n_heads"]
+    errors = np.asarray(errors)
+    rows = []
+    for j, size in enumerate(sizes):
+        mean, std = summarize(errors[:, j])
+        rows.append(
+            {
+                "model": name,
+                "target": setting["target"],
+                "degree": setting["degree"],
+                "gamma": setting["gamma"],
+                "N": setting["N"],
+                "d": d,
+                "n_train": int(size),
+                "error_mean": mean,
+                "error_std": std,
+                "n_seeds": int(np.isfinite(errors[:, j]).sum()),
+                "n_params": n_heads * (d + 1),
+                "alpha": float(cfg["alpha"]),
+            }
+        )
     return rows
 
 
@@ -287,9 +297,13 @@ def run_rfa(
         elapsed time): ``None`` prints them to standard error, ``False`` drops
         them, a callable receives each line.
     n_jobs : int, default=None
-        Passed to :func:`~sklearn.model_selection.learning_curve` (parallel
-        over training sizes). The feature maps and the solvers already use
-        all BLAS threads, so the default is usually fastest.
+        Learning curves computed at once by
+        :class:`sklearn.utils.parallel.Parallel`, one task per model, setting
+        and repetition (each with its own seeds, so the tables do not depend
+        on ``n_jobs`` or on the joblib backend: under
+        ``joblib.parallel_config(backend="dask")`` the tasks run on a Dask
+        cluster). ``None`` runs them one after another, each fit using all
+        BLAS threads.
     config : dict, default=None
         Overrides of the settings returned by ``default_config(quick)``, e.g.
         ``{"learning_curves": {"n_keys": (4,)}}`` (nested dicts are merged).
@@ -351,23 +365,46 @@ def run_rfa(
         }
         for gamma in gm["gammas"]
     ]
-    n_curves = len(settings_a) * len(lc["models"]) + len(settings_b) * len(gm["models"])
-    counter = [0, n_curves]
+    parts = [(settings_a, lc), (settings_b, gm)]
+    tasks = [
+        task
+        for part, (settings, part_cfg) in enumerate(parts)
+        for task in _curve_tasks(
+            settings, part, part_cfg, n_seeds, random_state, cfg["n_test"]
+        )
+    ]
+    n_curves = len(tasks) // n_seeds
     report(
         f"part A: test error vs n, d={lc['token_dim']}, N in {list(lc['n_keys'])}, "
         f"{lc['n_heads']} heads, {n_seeds} seeds"
-    )
-    rows_a = _run_settings(
-        settings_a, 0, lc, n_seeds, random_state, cfg["n_test"], report, n_jobs, counter
     )
     report(
         f"part B: BiasedRFA vs RFA across gamma, d={gm['token_dim']}, "
         f"N={gm['n_keys']}, {gm['n_heads']} heads"
     )
-    rows_b = _run_settings(
-        settings_b, 1, gm, n_seeds, random_state, cfg["n_test"], report, n_jobs, counter
-    )
+    report(f"{len(tasks)} tasks: {n_curves} curves x {n_seeds} seeds")
+    results = run_tasks([task for _, task in tasks], n_jobs=n_jobs)
+    tables = ([], [])
+    errors = []
+    for count, ((part, key, name), (sizes, errs)) in enumerate(
+        zip((curve for curve, _ in tasks), results, strict=True), 1
+    ):
+        errors.append(errs)
+        if count % n_seeds:
+            continue
+        # The last repetition of a curve: its rows and a progress line.
+        settings, part_cfg = parts[part]
+        setting = settings[key]
+        tables[part].extend(_curve_rows(setting, name, part_cfg, sizes, errors))
+        mean, std = summarize(np.asarray(errors)[:, -1])
+        report(
+            f"[{count // n_seeds}/{n_curves}] part {'AB'[part]} "
+            f"{_setting_label(setting)} N={setting['N']} {name}: error {mean:.3g} "
+            f"\u00b1 {std:.2g} at n={sizes[-1]}"
+        )
+        errors = []
     report("done")
+    rows_a, rows_b = tables
     return {"learning_curves": rows_a, "gamma": rows_b}
 
 
