@@ -100,9 +100,10 @@ def token_inputs(draw, *, token_dim="draw", shape=None):
 
 @st.composite
 def outputs(draw, n_samples, n_queries, token_dim, flat):
-    """Output tokens ``Y`` in the layout of ``X`` (or not), with their verdict."""
+    """Output tokens ``Y``, 3-D or flattened (whatever the layout of ``X``) or not
+    valid, with their verdict."""
     kind = one_of_rare(
-        draw, ["layout"], ["other-ndim", "tokens", "4-d", "rows", "none"], 8
+        draw, ["layout", "other-ndim"], ["tokens", "4-d", "rows", "none"], 8
     )
     if kind == "none":
         return None, refuse(Y_NAMES, "Y is None")
@@ -116,7 +117,7 @@ def outputs(draw, n_samples, n_queries, token_dim, flat):
     }[kind]
     Y = draw(numeric_arrays(shape, name="Y"))
     verdict = Verdict(Y.verdict.level, Y.verdict.names | {"y"}, Y.verdict.why)
-    if kind in ("other-ndim", "tokens", "4-d"):
+    if kind in ("tokens", "4-d"):
         verdict |= refuse(Y_NAMES, f"Y has shape {shape}")
     elif kind == "rows":
         verdict |= refuse(
@@ -154,7 +155,9 @@ def test_fit_predict_contract(data):
         **params, n_queries=n_queries, rank=rank, token_dim=token_dim
     )
     n_heads = params["n_heads"]
-    out_shape = (shape[0], q * dim) if flat else (shape[0], q, dim)
+    # predict answers in the layout of Y in fit.
+    y_flat = np.ndim(Y) == 2
+    out_shape = (shape[0], q * dim) if y_flat else (shape[0], q, dim)
 
     def call():
         model.fit(X, Y)
@@ -232,7 +235,8 @@ def test_predict_contract(data):
             ("X", "token", "feature", "features"), f"X has shape {shape}, fit (5, 3, 2)"
         )
     q = 3 if n_queries is None else n_queries
-    out_shape = (shape[0], q * 2) if flat else (shape[0], q, 2)
+    # predict answers in the layout of Y in fit, whatever the layout of X here.
+    out_shape = (shape[0], q * 2) if fit_flat else (shape[0], q, 2)
 
     check_contract(
         lambda: [

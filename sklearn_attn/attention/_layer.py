@@ -343,9 +343,21 @@ def forward(X, theta, values, *, n_queries=None, xp=np, chunk_size=None, executo
 
 
 def loss_and_gradient(
-    X, Y, theta, values, *, xp=np, chunk_size=None, executor=None, max_sq_norm=None
+    X,
+    Y,
+    theta,
+    values,
+    *,
+    xp=np,
+    chunk_size=None,
+    executor=None,
+    max_sq_norm=None,
+    sample_weight=None,
 ):
     """Squared loss ``(1 / 2N) sum_n ||F(X_n) - Y_n||_F^2`` and its gradients.
+
+    With ``sample_weight`` (``f_n >= 0`` summing to one) the loss is
+    ``(1 / 2) sum_n f_n ||F(X_n) - Y_n||_F^2``.
 
     Parameters
     ----------
@@ -362,6 +374,9 @@ def loss_and_gradient(
     executor : Workers, default=None
     max_sq_norm : float, default=None
         ``token_norm_bound(X)`` (or any upper bound), to save recomputing it.
+    sample_weight : array of shape (n_samples,), default=None
+        Weights of the samples, normalised to sum to one, in the dtype of
+        ``X``; ``None``: ``1 / N`` each.
 
     Returns
     -------
@@ -385,10 +400,21 @@ def loss_and_gradient(
         P_side = P.reshape(c * q, m * d)
         R = P_side @ values_stacked
         R -= Y[rows].reshape(c * q, d)
-        # float64 sum of squares whatever the dtype (BLAS sdot sums in float32).
-        sq = xp.vdot(R, R) if R.dtype == np.float64 else (R * R).sum(dtype=np.float64)
-        loss = 0.5 * scale * sq
-        R *= scale
+        if sample_weight is None:
+            # float64 sum of squares whatever the dtype (BLAS sdot sums in float32).
+            sq = (
+                xp.vdot(R, R)
+                if R.dtype == np.float64
+                else (R * R).sum(dtype=np.float64)
+            )
+            loss = 0.5 * scale * sq
+            R *= scale
+        else:
+            weights = sample_weight[rows]
+            R_rows = R.reshape(c, q * d)
+            sq = (R_rows * R_rows).sum(axis=1, dtype=np.float64)
+            loss = 0.5 * float(sq @ weights.astype(np.float64))
+            R_rows *= weights[:, None]
         grad_values = P_side.T @ R
         # dL/dS[a, i, b] = (W_i r_a) . x_b; its row sums against S are
         # (W_i r_a) . (S_i X)_a, a short dot product per row (einsum is fast).
@@ -408,19 +434,29 @@ def loss_and_gradient(
 
 
 def value_normal_equations(
-    X, Y, theta, *, xp=np, chunk_size=None, executor=None, max_sq_norm=None
+    X,
+    Y,
+    theta,
+    *,
+    xp=np,
+    chunk_size=None,
+    executor=None,
+    max_sq_norm=None,
+    sample_weight=None,
 ):
     """``(P^T P, P^T Y)`` of the least-squares problem for the values given ``theta``.
 
     With ``theta`` fixed the layer is linear in ``W = [W_1; ...; W_m]``:
     ``F = P W`` with ``P = [S_1 X | ... | S_m X]`` of shape ``(N q, m d)``.
+    With ``sample_weight`` ``f``: ``(P^T diag(f) P, P^T diag(f) Y)``, each
+    sample's weight on its ``q`` rows.
 
     Parameters
     ----------
     X : float64 or float32 array of shape (n_samples, n_tokens, token_dim)
     Y : array of shape (n_samples, n_queries, token_dim), in the dtype of ``X``
     theta : array of shape (n_heads, token_dim, token_dim), in the dtype of ``X``
-    xp, chunk_size, executor, max_sq_norm
+    xp, chunk_size, executor, max_sq_norm, sample_weight
         As in :func:`loss_and_gradient`.
 
     Returns
@@ -437,7 +473,10 @@ def value_normal_equations(
         Xc = X[rows]
         _, P = _head_outputs(Xc[:, :q], Xc, heads, xp)
         P = P.reshape(-1, m * d)
-        return P.T @ P, P.T @ Y[rows].reshape(-1, d)
+        if sample_weight is None:
+            return P.T @ P, P.T @ Y[rows].reshape(-1, d)
+        weighted = P * xp.repeat(sample_weight[rows], q)[:, None]
+        return weighted.T @ P, weighted.T @ Y[rows].reshape(-1, d)
 
     gram, rhs = _map_sum(chunk, n, chunk_size, executor)
     return gram, rhs
