@@ -252,3 +252,56 @@ def test_negative_weights_and_unseen_states():
         model.predict(np.array([[0, 7, 1]]))
     with pytest.raises(ValueError, match="fitted on integer codes"):
         model.predict(["ACG"])
+
+
+@few_iterations
+@pytest.mark.parametrize("parametrization", ["factored", "full"])
+def test_integer_penalties_equal_float_penalties(parametrization, global_random_seed):
+    """alpha_couplings=1 is alpha_couplings=1.0 (an int once made the full model's
+    penalty vector an integer array, so the field penalty 0.01 became 0)."""
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.integers(0, 3, size=(40, 5))
+    kwargs = dict(max_iter=20, random_state=global_random_seed)
+    as_int = PottsPseudoLikelihood(parametrization, alpha_couplings=1, **kwargs)
+    as_float = PottsPseudoLikelihood(parametrization, alpha_couplings=1.0, **kwargs)
+    assert as_int.fit(X).objective_ == as_float.fit(X).objective_
+    assert_array_equal(as_int.couplings_, as_float.couplings_)
+    both_int = PottsPseudoLikelihood(
+        parametrization, alpha_couplings=2, alpha_fields=1, **kwargs
+    ).fit(X)
+    both_float = PottsPseudoLikelihood(
+        parametrization, alpha_couplings=2.0, alpha_fields=1.0, **kwargs
+    ).fit(X)
+    assert_array_equal(both_int.fields_, both_float.fields_)
+
+
+@few_iterations
+@pytest.mark.parametrize("weight_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("code_dtype", [np.int8, np.int64, np.float32])
+def test_dtypes_and_inputs_left_untouched(weight_dtype, code_dtype):
+    """Codes are labels: their dtype is that of states_ and of the predicted
+    states; parameters, probabilities and scores are float64. Neither X nor
+    sample_weight is modified (nor converted in place)."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 3, size=(40, 5)).astype(code_dtype)
+    weights = rng.uniform(0.5, 2.0, size=40).astype(weight_dtype)
+    X_before, weights_before = X.copy(), weights.copy()
+    model = PottsPseudoLikelihood(max_iter=5, random_state=0)
+    model.fit(X, sample_weight=weights)
+    model.score(X, sample_weight=weights)
+    assert_array_equal(X, X_before)
+    assert_array_equal(weights, weights_before)
+    assert X.dtype == code_dtype and weights.dtype == weight_dtype
+    assert model.states_.dtype == code_dtype
+    assert model.predict(X).dtype == code_dtype
+    assert model.sample(2, burn_in=1).dtype == code_dtype
+    for array in (
+        model.predict_proba(X),
+        model.score_samples(X),
+        model.contact_scores(),
+        model.fields_,
+        model.couplings_,
+        model.attention_,
+        model.values_,
+    ):
+        assert array.dtype == np.float64

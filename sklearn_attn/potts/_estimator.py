@@ -53,6 +53,9 @@ from ._text import (
 _LBFGS_HISTORY = 5
 _PRODUCT_DTYPE = np.float32
 
+# Attributes that encoding X in fit (re)sets.
+_ENCODING_STATE = ("states_", "_string_input", "n_features_in_", "feature_names_in_")
+
 
 def _state_frequencies(codes, weights, n_states):
     """Weighted frequency of each state at each site, shape (L * q,)."""
@@ -134,6 +137,22 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         Seed of the initialisation and of :meth:`sample`.
     verbose : int, default=0
         Print the objective every ``verbose`` iterations.
+    warm_start : bool, default=False
+        When True and the model is fitted, ``fit`` starts L-BFGS from the
+        fitted parameters (the fields and the couplings, or the fields,
+        attention logits and values) instead of the initialisation, for
+        example along a path of decreasing penalties (see
+        :ref:`potts_penalty_path`). The data and the penalties may change;
+        the alignment length, the states (``states_``, which for text are
+        the alphabet's), the kind of input (codes or text), and
+        ``parametrization``, ``n_heads`` and ``attention`` may not: a change
+        of any of them raises a ``ValueError`` that names it and leaves the
+        fitted model as it was, as scikit-learn's MLP and SGD estimators do
+        for new features or classes. L-BFGS's correction pairs are not kept,
+        so the continued run starts afresh from that point; ``n_iter_``,
+        ``loss_curve_`` and ``objective_`` describe the last call to ``fit``
+        only. ``random_state`` and ``init_scale`` are then unused. On an
+        unfitted model, ``fit`` is the same either way.
     device : {None, "cpu", "cuda", "cuda:N"}, default=None
         Where to compute (see :ref:`devices`): the objective and gradient in
         ``fit``, the predictions, and the Gibbs sampler of :meth:`sample`.
@@ -143,17 +162,20 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     Attributes
     ----------
     states_ : ndarray of shape (n_states,)
-        The states: the alphabet's characters for string input, the distinct
-        codes seen in ``fit`` for integer input (in the dtype of ``X``).
+        The states: the alphabet's characters for string input (dtype
+        ``<U1``, for bytes input too), the distinct codes seen in ``fit`` for
+        integer input (in the dtype of ``X``: a float32 or bool code array
+        gives float32 or bool states).
     n_sites_ : int
         Alignment length ``L``.
-    fields_ : ndarray of shape (n_sites, n_states)
+    fields_ : ndarray of shape (n_sites, n_states), dtype float64
         Fields in the zero-sum gauge of the couplings.
-    couplings_ : ndarray of shape (n_sites, n_states, n_sites, n_states)
+    couplings_ : ndarray of shape (n_sites, n_states, n_sites, n_states), \
+            dtype float64
         Couplings ``J[i, a, j, b]`` in the zero-sum gauge.
-    attention_ : ndarray of shape (n_heads, n_sites, n_sites)
+    attention_ : ndarray of shape (n_heads, n_sites, n_sites), dtype float64
         Attention matrices ``A^k`` (factored only).
-    values_ : ndarray of shape (n_heads, n_states, n_states)
+    values_ : ndarray of shape (n_heads, n_states, n_states), dtype float64
         Value matrices ``V^k`` (factored only).
     alpha_couplings_ : float
         The coupling penalty used (``alpha_couplings`` or its default).
@@ -167,12 +189,27 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     objective_ : float
         plmc's objective at the solution, in plmc's units.
     n_iter_ : int
-        Number of L-BFGS iterations. A fit that stops at ``max_iter`` before
-        reaching ``tol`` emits a :class:`~sklearn.exceptions.ConvergenceWarning`.
+        Number of L-BFGS iterations of the last call to ``fit``. A fit that
+        stops at ``max_iter`` before reaching ``tol`` emits a
+        :class:`~sklearn.exceptions.ConvergenceWarning`.
     loss_curve_ : list of float
-        plmc's objective after each iteration.
+        plmc's objective after each iteration of the last call to ``fit``.
     n_features_in_ : int
         Equal to ``n_sites_``.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Column names of ``X``; defined only when ``X`` has column names that
+        are all strings.
+
+    Notes
+    -----
+    **Dtypes.** ``X`` holds labels (codes or letters), not measurements, so
+    its dtype sets only that of ``states_`` and of what is made of states
+    (:meth:`predict`, :meth:`sample`). The parameters, :meth:`predict_proba`,
+    :meth:`score_samples`, :meth:`contact_scores` and the scalar attributes
+    are float64 whatever ``X`` is. During ``fit`` the objective's two big
+    products run in float32 with float64 sums (see the User Guide); nothing
+    in float32 is stored. ``sample_weight`` is read as float64 and is never
+    modified, nor is ``X``.
 
     See Also
     --------
@@ -206,6 +243,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         "init_scale": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "warm_start": ["boolean"],
         "device": [str, None],
     }
 
@@ -225,6 +263,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         init_scale=0.1,
         random_state=None,
         verbose=0,
+        warm_start=False,
         device=None,
     ):
         self.parametrization = parametrization
@@ -240,6 +279,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         self.init_scale = init_scale
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.device = device
 
     # -- input ----------------------------------------------------------------
@@ -411,6 +451,9 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
     def fit(self, X, y=None, sample_weight=None):
         """Fit the model by minimising plmc's pseudo-likelihood objective.
 
+        With ``warm_start=True`` on a fitted model, L-BFGS starts from its
+        parameters (see ``warm_start``).
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_sites), or aligned text
@@ -445,8 +488,22 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             how many iterations were done.
         """
         device = resolve_device(self.device, X)
-        self._clear_device_cache()
+        previous = self._previous_fit()
+        # Encoding with reset=True replaces these; a warm start that finds X
+        # incompatible puts them back, so the fitted model stays consistent.
+        encoding_state = {
+            name: vars(self)[name] for name in _ENCODING_STATE if name in vars(self)
+        }
         codes, dropped = self._encode(to_host(X), reset=True)
+        if previous is not None:
+            try:
+                self._check_warm_start_data(previous)
+            except ValueError:
+                for name in _ENCODING_STATE:
+                    vars(self).pop(name, None)
+                vars(self).update(encoding_state)
+                raise
+        self._clear_device_cache()
         n_samples, n_sites = codes.shape
         n_states = self.states_.size
         self.n_sites_ = n_sites
@@ -477,14 +534,26 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             inverse.ravel(), weights=weights[positive], minlength=len(codes)
         )
         del inverse, positive
-        alpha_couplings = (
+        self.alpha_couplings_ = float(
             0.01 * (n_states - 1) * (n_sites - 1)
             if self.alpha_couplings is None
             else self.alpha_couplings
         )
-        self.alpha_couplings_ = float(alpha_couplings)
         parametrization = self._make_parametrization(n_sites, n_states)
-        random_state = check_random_state(self.random_state)
+        frequencies = _state_frequencies(codes, weights, n_states)
+        if previous is None:
+            random_state = check_random_state(self.random_state)
+
+            def initial():
+                return parametrization.initial(
+                    random_state, frequencies, float(weights.sum())
+                )
+
+        else:
+
+            def initial():
+                return self._fitted_parameters(parametrization)
+
         xp = device.xp
         with device.activate():
             rows = OneHotRows(
@@ -496,11 +565,11 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             )
             theta = self._minimize(
                 parametrization,
-                _state_frequencies(codes, weights, n_states),
+                frequencies,
                 float(weights.sum()),
-                random_state,
+                initial,
                 rows,
-                alpha_couplings,
+                self.alpha_couplings_,
                 device,
             )
             del rows  # the pool can only release unreferenced blocks
@@ -513,16 +582,16 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         parametrization,
         frequencies,
         weight_sum,
-        random_state,
+        initial,
         rows,
         alpha_couplings,
         device,
     ):
         """L-BFGS in preconditioned coordinates ``u = sqrt(curvature) * theta``.
 
-        Starts where ``parametrization.initial`` says; only ``u`` and the
-        preconditioner outlive the start, so the peak memory holds few vectors
-        of the parameters' size.
+        Starts from ``initial()``, the parameter vector (made only when
+        needed); only ``u`` and the preconditioner outlive the start, so the
+        peak memory holds few vectors of the parameters' size.
         """
         xp = device.xp
         self.loss_curve_ = []
@@ -583,8 +652,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             result = minimize_lbfgs(
                 fun,
                 # Made here, so that minimize_lbfgs holds the only reference.
-                parametrization.initial(random_state, frequencies, weight_sum)
-                * precondition,
+                initial() * precondition,
                 max_iter=self.max_iter,
                 ftol=self.tol,
                 gtol=self.tol,
@@ -619,10 +687,83 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         # The gauge the penalty chose (plmc scores contacts in it).
         self._fitted_couplings = couplings
         self.couplings_, self.fields_ = zero_sum_gauge(couplings, fields)
+        # What a warm start continues from (the full model's couplings are
+        # the blocks of _fitted_couplings, exactly).
+        self._last_fit = {
+            "parametrization": self.parametrization,
+            "string_input": self._string_input,
+            "states": self.states_,
+            "fields": fields.copy(),  # in the fitted gauge, as theta holds them
+        }
         if self.parametrization == "factored":
             _, raw, values = parametrization.split(theta)
             self.attention_ = parametrization.attention_matrices(raw)
             self.values_ = values.copy()
+            self._last_fit.update(
+                n_heads=self.n_heads,
+                attention=self.attention,
+                logits=raw.copy(),
+                values=self.values_.copy(),
+            )
+
+    # -- warm start -----------------------------------------------------------
+    def _previous_fit(self):
+        """The last fit's record when ``fit`` continues it, else None.
+
+        Raises if a parameter that shapes the model changed since that fit.
+        """
+        previous = getattr(self, "_last_fit", None)
+        if not self.warm_start or previous is None:
+            return None
+        changed = [
+            (name, previous[name], getattr(self, name))
+            for name in ("parametrization", "n_heads", "attention")
+            if name in previous and previous[name] != getattr(self, name)
+        ]
+        if changed:
+            name, before, now = changed[0]
+            raise ValueError(
+                f"warm_start=True continues the previous fit, which had "
+                f"{name}={before!r}; got {name}={now!r}. Set warm_start=False "
+                "to fit from the initialisation."
+            )
+        return previous
+
+    def _check_warm_start_data(self, previous):
+        """Raise unless the encoded ``X`` has the previous fit's sites and states."""
+        intro = "warm_start=True continues the previous fit, "
+        advice = " Set warm_start=False to fit from the initialisation."
+        if self._string_input != previous["string_input"]:
+            before, now = (
+                ("integer codes", "strings")
+                if self._string_input
+                else ("strings", "integer codes")
+            )
+            raise ValueError(f"{intro}which saw {before}; X holds {now}.{advice}")
+        n_sites = previous["fields"].shape[0]
+        if self.n_features_in_ != n_sites:
+            raise ValueError(
+                f"{intro}on {n_sites} sites; X has {self.n_features_in_} sites."
+                + advice
+            )
+        states = previous["states"]
+        if not np.array_equal(self.states_, states):
+            source = " (its alphabet)" if self._string_input else ""
+            raise ValueError(
+                f"{intro}whose states_ were {states.tolist()}; X has the states "
+                f"{self.states_.tolist()}{source}.{advice}"
+            )
+
+    def _fitted_parameters(self, parametrization):
+        """The last fit's parameter vector, as ``parametrization`` lays it out."""
+        previous = self._last_fit
+        if isinstance(parametrization, FullCouplings):
+            return parametrization.parameters(
+                self._fitted_couplings, previous["fields"]
+            )
+        return np.concatenate(
+            [previous[name].ravel() for name in ("fields", "logits", "values")]
+        )
 
     # -- predictions ----------------------------------------------------------
     def _log_conditionals(self, X):

@@ -280,6 +280,18 @@ class FullCouplings:
             tensor[i + 1 :, :, i, :] = row.transpose(0, 2, 1)
         return tensor.reshape(L * q, L * q), fields
 
+    def parameters(self, couplings, fields):
+        """The parameter vector of symmetric ``couplings`` (L, q, L, q) and
+        ``fields`` (L, q): the inverse of :meth:`couplings`, read from the
+        blocks ``i < j``."""
+        L, q = self.n_sites, self.n_states
+        theta = np.empty(self.n_params)
+        theta[: L * q] = fields.ravel()
+        blocks = theta[L * q :].reshape(-1, q, q)
+        for i, pairs in self._rows_of_pairs():
+            blocks[pairs] = couplings[i, :, i + 1 :, :].transpose(1, 0, 2)
+        return theta
+
     def pull_back(self, theta, grad_couplings, grad_fields, xp=np):
         """Gradient in the parameter vector from the gradient in ``(J_mat, h)``."""
         L, q = self.n_sites, self.n_states
@@ -310,7 +322,7 @@ class FullCouplings:
         for start in range(0, theta.size, _PENALTY_CHUNK):
             part = slice(start, min(start + _PENALTY_CHUNK, theta.size))
             params = theta[part] if scale is None else theta[part] / scale[part]
-            alpha = xp.full(params.size, alpha_couplings)
+            alpha = xp.full(params.size, alpha_couplings, dtype=np.float64)
             alpha[: max(n_fields - start, 0)] = alpha_fields
             value += float(alpha @ (params * params))
             grad[part] += 2.0 * alpha * params
