@@ -121,7 +121,11 @@ class RidgeSolution:
     gcv_mse : ndarray of shape (n_alphas, n_targets) or None
         Generalised cross-validation error of each alpha and target, from
         :meth:`RidgeStatistics.solve` with ``criterion="gcv"`` or
-        :meth:`RidgeStatistics.solve_path`; ``None`` otherwise.
+        :meth:`RidgeStatistics.solve_path`, or :func:`fit_ridge` with
+        ``criterion="gcv"``; ``None`` otherwise (``loo_mse`` is then None).
+    alphas : ndarray of shape (n_alphas,) or None
+        The penalties compared, in the units of the solved problem: the given
+        ones, times the feature scale with ``relative_alphas=True``.
     """
 
     coef: np.ndarray
@@ -131,6 +135,7 @@ class RidgeSolution:
     mode: str
     refinement_steps: int | None = None
     gcv_mse: np.ndarray | None = None
+    alphas: np.ndarray | None = None
 
 
 def fit_ridge(
@@ -142,6 +147,8 @@ def fit_ridge(
     fit_intercept=True,
     mode="auto",
     single_precision=None,
+    relative_alphas=False,
+    gcv_weight_sum=None,
 ):
     """Weighted ridge regression with an unpenalised intercept.
 
@@ -153,7 +160,8 @@ def fit_ridge(
     y : ndarray of shape (n_samples, n_targets), host memory
     alphas : sequence of float
         One value (``>= 0``), or several (``> 0``) to choose from by exact
-        leave-one-out error; the best one for the mean over targets is kept.
+        leave-one-out error (or by GCV, see ``gcv_weight_sum``); the best one
+        for the mean over targets is kept.
     sample_weight : ndarray of shape (n_samples,) or None
     fit_intercept : bool
     mode : {"auto", "primal", "dual"}
@@ -163,6 +171,15 @@ def fit_ridge(
         float64 (True), or multiply them in float64 (False). ``None`` follows
         the device (:attr:`Device.single_precision_products`). Float64 features
         are always multiplied in float64.
+    relative_alphas : bool, default=False
+        Multiply ``alphas`` by the feature scale ``trace(A) / sum(w)`` (the
+        weighted mean squared norm of the centred features, ``A`` the weighted
+        covariance or Gram matrix) once it is known.
+    gcv_weight_sum : float, default=None
+        Compare several alphas by generalised cross-validation instead of
+        leave-one-out, ``W`` counting the samples (the weight sum before any
+        rescaling of ``sample_weight``, so that integer weights act as
+        repeated rows). The errors go to ``RidgeSolution.gcv_mse``.
 
     Returns
     -------
@@ -197,12 +214,13 @@ def fit_ridge(
         fit_intercept,
         scale_rows,
     )
-    result = solver(*problem, exact=not single_precision)
+    options = {"relative": relative_alphas, "gcv_weight_sum": gcv_weight_sum}
+    result = solver(*problem, exact=not single_precision, **options)
     if result is None:
         # Refinement of the float32-accumulated solution did not converge (an
         # ill-conditioned problem): accumulate again from float64 products.
-        result = solver(*problem, exact=True)
-    coef, feature_mean, alpha_index, loo_mse, steps = result
+        result = solver(*problem, exact=True, **options)
+    coef, feature_mean, alpha_index, loo_mse, steps, alphas, gcv = result
     coef = to_host(coef)
     intercept = y_mean - (to_host(feature_mean) @ coef if fit_intercept else 0.0)
     return RidgeSolution(
@@ -212,7 +230,41 @@ def fit_ridge(
         None if loo_mse is None else to_host(loo_mse),
         mode,
         steps,
+        None if gcv is None else to_host(gcv),
+        np.asarray(alphas, dtype=np.float64),
     )
+
+
+def _gcv(rss, df, weight_sum, frequency_sum, xp):
+    """Generalised cross-validation error ``(RSS / W) / (1 - df / W)^2``.
+
+    ``rss`` (n_alphas, n_targets) and ``weight_sum`` are those of the solved
+    problem; ``frequency_sum`` is ``W``, the users' weight sum (before any
+    rescaling by a power of two), which counts samples as repeated rows:
+    integer weights give the GCV of the repeated data. Infinite where
+    ``df >= W`` (an interpolating fit, for which GCV is undefined).
+    """
+    rss = xp.maximum(rss, 0.0) / weight_sum
+    remaining = 1.0 - df / frequency_sum
+    safe = xp.where(remaining > 0, remaining, 1.0)[:, None]
+    return xp.where(remaining[:, None] > 0, rss / safe**2, xp.inf)
+
+
+def _gcv_choice(gcv_mse, alphas):
+    """The alpha of smallest mean GCV over targets; the largest alpha when
+    every fit interpolates (GCV undefined everywhere)."""
+    mean = to_host(gcv_mse).mean(axis=1)
+    if not np.isfinite(mean).any():
+        return int(np.argmax(alphas))
+    return int(np.argmin(mean))
+
+
+def _trace_scaled(alphas, matrix, weight_sum, xp):
+    """``alphas * trace(matrix) / weight_sum``; unchanged for a zero trace
+    (constant features: every penalty then gives the same fit)."""
+    diagonal = xp.arange(matrix.shape[0])
+    trace = float(matrix[diagonal, diagonal].sum())
+    return alphas * (trace / weight_sum) if trace > 0 else alphas
 
 
 # -- shared: iterative refinement -----------------------------------------------------
@@ -316,6 +368,8 @@ def _solve_dual(
     fit_intercept,
     scale_rows,
     exact=False,
+    relative=False,
+    gcv_weight_sum=None,
 ):
     device = features.device
     xp = device.xp
@@ -324,14 +378,26 @@ def _solve_dual(
     # A minimum-norm fit (alpha = 0) cannot be refined: exact products.
     exact = exact or (alphas.size == 1 and alphas[0] == 0)
     gram, single = _dual_gram(features, exact, *problem)
-    loo_mse = None
+    if relative:
+        alphas = _trace_scaled(alphas, gram, weight_sum, xp)
+    loo_mse = gcv = None
     alpha_index = 0
     dual_coef = None
     solve, evecs, inverse_all = _decompose(gram, alphas, device)
     del gram  # a Cholesky factor holds what its solves need
     if solve is None:
         inverse = inverse_all[:, 0]
-        if alphas.size > 1:
+        if alphas.size > 1 and gcv_weight_sum is not None:
+            # Residuals U diag(alpha / (s + alpha)) U^T y; the centring direction
+            # sqrt(w) (eigenvalue 0) is orthogonal to y and counts in df as the
+            # intercept: df = n - sum alpha / (s + alpha) + fit_intercept.
+            shrink = xp.asarray(alphas)[None, :] * inverse_all
+            rss = (shrink**2).T @ (evecs.T @ y_scaled) ** 2
+            df = n - shrink.sum(axis=0) + float(fit_intercept)
+            gcv = _gcv(rss, df, weight_sum, gcv_weight_sum, xp)
+            alpha_index = _gcv_choice(gcv, alphas)
+            inverse = inverse_all[:, alpha_index]
+        elif alphas.size > 1:
             n_targets = y_scaled.shape[1]
             evals_y = evecs.T @ y_scaled
             # All alphas at once: (n, n_alphas * n_targets) in one product.
@@ -378,8 +444,8 @@ def _solve_dual(
         block = features.compute(slice(0, n), cols).astype(np.float64, copy=False)
         out[cols] = block.T @ rhs
     if fit_intercept:
-        return out[:, :-1], out[:, -1], alpha_index, loo_mse, steps
-    return out, None, alpha_index, loo_mse, steps
+        return out[:, :-1], out[:, -1], alpha_index, loo_mse, steps, alphas, gcv
+    return out, None, alpha_index, loo_mse, steps, alphas, gcv
 
 
 def _decompose(matrix, alphas, device):
@@ -463,6 +529,8 @@ def _solve_primal(
     fit_intercept,
     scale_rows,
     exact=False,
+    relative=False,
+    gcv_weight_sum=None,
 ):
     device = features.device
     xp = device.xp
@@ -501,14 +569,29 @@ def _solve_primal(
         for block_rows in _slices(p, 1024):
             cov[block_rows] -= scaled[block_rows, None] * scaled
     center = feature_mean if fit_intercept else None
+    if relative:
+        alphas = _trace_scaled(alphas, cov, weight_sum, xp)
 
-    loo_mse = None
+    loo_mse = gcv = None
     alpha_index = 0
     solve, evecs, inverse_all = _decompose(cov, alphas, device)
     del cov  # a Cholesky factor holds what its solves need
     if solve is None:
         inverse = inverse_all[:, 0]
-        if alphas.size > 1:
+        if alphas.size > 1 and gcv_weight_sum is not None:
+            # From the sufficient statistics: with g = V^T Phi^T y,
+            # RSS = |y|^2 - sum_k g_k^2 (s_k + 2 alpha) / (s_k + alpha)^2.
+            a = xp.asarray(alphas)[None, :]
+            projected = (evecs.T @ rhs) ** 2
+            rss = (y_scaled**2).sum(axis=0)[None, :] - (
+                inverse_all * (1.0 + a * inverse_all)
+            ).T @ projected
+            # s_k / (s_k + alpha) = 1 - alpha / (s_k + alpha).
+            df = (1.0 - a * inverse_all).sum(axis=0) + float(fit_intercept)
+            gcv = _gcv(rss, df, weight_sum, gcv_weight_sum, xp)
+            alpha_index = _gcv_choice(gcv, alphas)
+            inverse = inverse_all[:, alpha_index]
+        elif alphas.size > 1:
             loo_mse = _primal_loo(
                 features,
                 y_scaled,
@@ -533,7 +616,7 @@ def _solve_primal(
         coef, steps, converged = _refine(coef, rhs, solve, operator)
         if not converged:
             return None
-    return coef, feature_mean, alpha_index, loo_mse, steps
+    return coef, feature_mean, alpha_index, loo_mse, steps, alphas, gcv
 
 
 def _primal_loo(
@@ -620,8 +703,7 @@ class RidgeStatistics:
     n_samples : int
         Samples seen (zero weights included).
     n_positive : int
-        Samples of positive weight (the sample count of generalised
-        cross-validation).
+        Samples of positive weight.
     weight_sum, feature_sum, target_sum, covariance, cross, target_squares
         The sums above; ``covariance`` is symmetric and Fortran-ordered.
     feature_shift : ndarray of shape (n_features,) or None
@@ -839,7 +921,9 @@ class RidgeStatistics:
             target_ss = q + 2 * y0 * t + total * y0**2
         return matrix, rhs, feature_mean, target_mean, target_ss
 
-    def solve(self, alphas, fit_intercept=True, *, criterion=None, device=None):
+    def solve(
+        self, alphas, fit_intercept=True, *, criterion=None, relative=False, device=None
+    ):
         """Ridge coefficients for one alpha, or for the best of several by GCV.
 
         Parameters
@@ -853,6 +937,10 @@ class RidgeStatistics:
             :func:`fit_ridge` uses, cannot be had from statistics (it needs a
             second pass over the data): several alphas without
             ``criterion="gcv"`` raise ``ValueError``.
+        relative : bool, default=False
+            ``alphas`` in units of the feature scale ``trace(A) / W`` (the
+            weighted mean squared norm of the centred features), as
+            :func:`fit_ridge` with ``relative_alphas=True``.
         device : Device, default=None
             Where to decompose (the CPU by default); the result is on the host.
 
@@ -869,6 +957,8 @@ class RidgeStatistics:
             matrix, rhs, feature_mean, target_mean, _ = self.normal_equations(
                 fit_intercept
             )
+            if relative:
+                alphas = _trace_scaled(alphas, matrix, self.weight_sum, np)
             xp = device.xp
             solve, evecs, inverse = _decompose(
                 to_device(matrix, device), alphas, device
@@ -876,10 +966,20 @@ class RidgeStatistics:
             if solve is None:
                 solve = _spectral_solver(evecs, inverse[:, 0])
             coef = to_host(solve(xp.asarray(rhs)))
-            return self._solution(coef, feature_mean, target_mean, 0, None)
-        return self.solve_path(alphas, fit_intercept, device=device, best_only=True)
+            return self._solution(coef, feature_mean, target_mean, 0, None, alphas)
+        return self.solve_path(
+            alphas, fit_intercept, relative=relative, device=device, best_only=True
+        )
 
-    def solve_path(self, alphas, fit_intercept=True, *, device=None, best_only=False):
+    def solve_path(
+        self,
+        alphas,
+        fit_intercept=True,
+        *,
+        relative=False,
+        device=None,
+        best_only=False,
+    ):
         """Solutions for every alpha from one eigendecomposition.
 
         Parameters
@@ -887,6 +987,8 @@ class RidgeStatistics:
         alphas : float or sequence of float
             Penalties ``>= 0`` (``0``: minimum-norm least squares).
         fit_intercept : bool, default=True
+        relative : bool, default=False
+            ``alphas`` in units of the feature scale (see :meth:`solve`).
         device : Device, default=None
             Where to decompose (the CPU by default).
         best_only : bool, default=False
@@ -901,29 +1003,31 @@ class RidgeStatistics:
         alphas = _check_statistics_alphas(alphas, "gcv", positive=False)
         device = Device() if device is None else device
         xp = device.xp
-        evecs, rotated_rhs, inverse, gcv, feature_mean, target_mean = self._spectrum(
-            alphas, fit_intercept, device
-        )
+        spectrum = self._spectrum(alphas, fit_intercept, device, relative)
+        evecs, rotated_rhs, inverse, gcv, feature_mean, target_mean, alphas = spectrum
         gcv = to_host(gcv)
         p, k = rotated_rhs.shape
         if best_only:
-            best = int(np.argmin(gcv.mean(axis=1)))
+            best = _gcv_choice(gcv, alphas)
             coef = to_host(evecs @ (inverse[:, best, None] * rotated_rhs))
-            return self._solution(coef, feature_mean, target_mean, best, gcv)
+            return self._solution(coef, feature_mean, target_mean, best, gcv, alphas)
         # All alphas at once: (p, n_alphas * n_targets) in one product.
         coefs = evecs @ (inverse[:, :, None] * rotated_rhs[:, None, :]).reshape(p, -1)
         coefs = to_host(xp.ascontiguousarray(coefs)).reshape(p, alphas.size, k)
         return [
-            self._solution(coefs[:, index], feature_mean, target_mean, index, gcv)
+            self._solution(
+                coefs[:, index], feature_mean, target_mean, index, gcv, alphas
+            )
             for index in range(alphas.size)
         ]
 
-    def gcv_mse(self, alphas, fit_intercept=True, *, device=None):
+    def gcv_mse(self, alphas, fit_intercept=True, *, relative=False, device=None):
         """Generalised cross-validation error of each alpha and target.
 
-        ``(RSS(alpha) / W) / (1 - df(alpha) / n)^2`` with ``RSS`` the weighted
-        residual sum of squares, ``W`` the weight sum, ``n`` the number of
-        samples of positive weight and ``df = sum_k s_k / (s_k + alpha)`` (plus
+        ``(RSS(alpha) / W) / (1 - df(alpha) / W)^2`` with ``RSS`` the weighted
+        residual sum of squares, ``W`` the weight sum (weights count samples
+        as repeated rows, as in :func:`fit_ridge`) and
+        ``df = sum_k s_k / (s_k + alpha)`` (plus
         one for the intercept) over the eigenvalues ``s_k`` of the covariance:
         the GCV of the weighted problem (rows scaled by ``sqrt(w)``), in the
         units of the weighted leave-one-out error of :func:`fit_ridge`, with
@@ -938,13 +1042,15 @@ class RidgeStatistics:
         """
         alphas = _check_statistics_alphas(alphas, "gcv", positive=False)
         device = Device() if device is None else device
-        return to_host(self._spectrum(alphas, fit_intercept, device)[3])
+        return to_host(self._spectrum(alphas, fit_intercept, device, relative)[3])
 
-    def _spectrum(self, alphas, fit_intercept, device):
+    def _spectrum(self, alphas, fit_intercept, device, relative=False):
         xp = device.xp
         matrix, rhs, feature_mean, target_mean, target_ss = self.normal_equations(
             fit_intercept
         )
+        if relative:
+            alphas = _trace_scaled(alphas, matrix, self.weight_sum, np)
         evals, evecs = eigh(to_device(matrix, device), device)
         del matrix
         rotated_rhs = evecs.T @ xp.asarray(rhs)
@@ -954,24 +1060,26 @@ class RidgeStatistics:
         # RSS = y^T y - 2 coef^T b + coef^T A coef, per eigenvector
         # z_k^2 (2 inv_k - s_k inv_k^2) with inv_k = 1 / (s_k + alpha).
         explained = (inverse * (2.0 - evals[:, None] * inverse)).T @ rotated_rhs**2
-        rss = xp.maximum(xp.asarray(target_ss)[None, :] - explained, 0.0)
+        rss = xp.asarray(target_ss)[None, :] - explained
         dof = (evals[:, None] * inverse).sum(axis=0) + float(fit_intercept)
-        remaining = 1.0 - dof / self.n_positive
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gcv = xp.where(
-                remaining[:, None] > 0,
-                rss / self.weight_sum / (remaining[:, None] ** 2),
-                xp.inf,
-            )
-        return evecs, rotated_rhs, inverse, gcv, feature_mean, target_mean
+        # The statistics hold the users' weights: W counts the samples.
+        gcv = _gcv(rss, dof, self.weight_sum, self.weight_sum, xp)
+        return evecs, rotated_rhs, inverse, gcv, feature_mean, target_mean, alphas
 
-    def _solution(self, coef, feature_mean, target_mean, alpha_index, gcv):
+    def _solution(self, coef, feature_mean, target_mean, alpha_index, gcv, alphas):
         coef = np.asarray(coef)
         intercept = target_mean - (
             feature_mean @ coef if feature_mean is not None else 0.0
         )
         return RidgeSolution(
-            coef, np.asarray(intercept), alpha_index, None, "primal", None, gcv
+            coef,
+            np.asarray(intercept),
+            alpha_index,
+            None,
+            "primal",
+            None,
+            gcv,
+            np.asarray(alphas, dtype=np.float64),
         )
 
 

@@ -13,7 +13,7 @@ import logging
 import numpy as np
 import pytest
 from joblib import parallel_config
-from numpy.testing import assert_array_equal, assert_equal
+from numpy.testing import assert_allclose, assert_array_equal, assert_equal
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
@@ -185,12 +185,18 @@ def _assert_same_fit(fitted, reference, X):
     seeds 0-99 and the tests below: 1.6e-13 (BiasedRFA), with 1 or 2 BLAS
     threads; the bound 1e-8 leaves five orders of magnitude.
     """
+    # With alpha="auto" the penalties are multiples of the features' scale, a
+    # sum whose rounding follows the order of summation: alpha_ and gcv_mse_
+    # are compared approximately by the test that uses it.
+    rounded = ("coef_", "intercept_", "alpha_", "gcv_mse_")
     for name, value in vars(reference).items():
-        if name.endswith("_") and name not in ("coef_", "intercept_"):
+        if name.endswith("_") and name not in rounded:
             assert_array_equal(getattr(fitted, name), value, err_msg=name)
     assert _relative_difference(fitted.coef_, reference.coef_) < 1e-8
     assert _relative_difference(fitted.predict(X), reference.predict(X)) < 1e-8
     assert not hasattr(fitted, "loo_mse_")
+    if reference.alpha != "auto":
+        assert fitted.alpha_ == reference.alpha_
 
 
 @pytest.mark.parametrize("scheduler", ["cluster", "threads"], indirect=True)
@@ -246,6 +252,23 @@ def test_dask_fit_is_partial_fit_over_the_chunks(global_random_seed):
     _assert_same_fit(fitted, stream, X)
 
 
+def test_dask_fit_with_auto_alpha_is_the_numpy_fit(global_random_seed):
+    """alpha="auto" is chosen by GCV, which the merged statistics determine:
+    the dask fit chooses the NumPy fit's penalty (neighbouring grid points'
+    GCV differ by far more than the two routes' rounding) and then fits as
+    for one alpha."""
+    X, y = make_token_regression(
+        n_samples=500, n_keys=4, token_dim=3, random_state=global_random_seed
+    )
+    estimator = RFMLP(n_features=150, random_state=global_random_seed)
+    reference = clone(estimator).set_params(solver="primal").fit(X, y)
+    with dask.config.set(scheduler="synchronous"):
+        fitted = clone(estimator).fit(da.from_array(X, chunks=(60, 5, 3)), y)
+    assert fitted.alpha_ == pytest.approx(reference.alpha_, rel=1e-10)
+    assert_allclose(fitted.gcv_mse_, reference.gcv_mse_, rtol=1e-6)
+    _assert_same_fit(fitted, reference, X)
+
+
 def test_dask_fit_computes_the_features_on_the_workers(cluster):
     """One task per chunk on the workers; only the statistics come back."""
     X, y = make_token_regression(n_samples=4000, n_keys=8, token_dim=8, random_state=0)
@@ -265,7 +288,7 @@ def test_dask_fit_computes_the_features_on_the_workers(cluster):
 def test_dask_fit_rejects_what_it_cannot_do():
     X, y = make_token_regression(n_samples=100, n_keys=3, token_dim=2, random_state=0)
     X_dask = da.from_array(X, chunks=30)
-    with pytest.raises(ValueError, match="takes one alpha"):
+    with pytest.raises(ValueError, match="takes one alpha or alpha='auto'"):
         RandomFeatureAttentionRegressor(10, alpha=[0.1, 1.0]).fit(X_dask, y)
     with pytest.raises(ValueError, match='solver="dual"'):
         RandomFeatureAttentionRegressor(10, solver="dual").fit(X_dask, y)

@@ -142,8 +142,14 @@ def test_unit_scale_fits_are_unchanged_by_the_rescaling_path(data):
         (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e100, "under"),
         (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e300, "under"),
         (RFMLP(n_features=40, random_state=0), 1e300, "underflow"),
-        (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e-100, "1e300"),
-        (RFMLP(n_features=40, random_state=0), 1e-300, "1e300"),
+        # A fixed penalty against the kernel of tiny tokens ("auto" follows
+        # the features' scale and cannot be out of range).
+        (
+            RandomFeatureAttentionRegressor(n_heads=20, alpha=1e-3, random_state=0),
+            1e-100,
+            "1e300",
+        ),
+        (RFMLP(n_features=40, alpha=1e-3, random_state=0), 1e-300, "1e300"),
     ],
 )
 def test_unrepresentable_fits_raise_and_say_why(estimator, scale, match, data):
@@ -153,6 +159,23 @@ def test_unrepresentable_fits_raise_and_say_why(estimator, scale, match, data):
     with pytest.raises(ValueError, match=match) as info:
         estimator.fit(X * scale, y)
     assert "X" in str(info.value) and "rescal" in str(info.value)
+
+
+@pytest.mark.parametrize("exponent", [-300, -40, 40, 300])
+def test_auto_alpha_follows_the_scale_of_the_tokens(exponent, data):
+    """alpha="auto" compares penalties in units of the features' scale: the
+    MLP features (bias=False) are homogeneous of degree 1, so tokens scaled
+    by 2^k give features scaled by 2^k, the same relative grid, the same
+    choice, alpha_ scaled by 4^k and the same predictions. Powers of two make
+    the rescaling exact; 1e-10 covers the rounding of the two fits' sums,
+    which differ only by the order of operations."""
+    X, y, _ = data
+    reference = RFMLP(n_features=40, random_state=0).fit(X, y)
+    model = RFMLP(n_features=40, random_state=0).fit(np.ldexp(X, exponent), y)
+    assert model.alpha_ == pytest.approx(np.ldexp(reference.alpha_, 2 * exponent))
+    assert_allclose(
+        model.predict(np.ldexp(X, exponent)), reference.predict(X), rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize("estimator, degree", REGRESSORS)

@@ -402,3 +402,29 @@ def test_fit_hands_dask_arrays_to_the_dask_fit(monkeypatch, global_random_seed):
     model = _make("rfmlp", global_random_seed)
     assert model.fit(X, y) is model
     assert calls == [(model, X, y, None)]
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@pytest.mark.parametrize("weighted", [False, True])
+def test_auto_alpha_streams_like_fit(name, weighted, global_random_seed):
+    """alpha="auto" compares its penalties by GCV, which the statistics
+    determine exactly: the stream chooses fit's penalty and predicts as fit
+    does. GCV values of neighbouring grid points differ by far more than the
+    rounding of the two routes' sums (about 1e-13 relative), so the choice is
+    the same; the predictions then agree as for one alpha, with the tolerance
+    justified by the condition number at the chosen alpha (asserted below
+    1e5: n eps cond < 1e-8)."""
+    seed = global_random_seed
+    X, y, weights = _data(seed, weighted=weighted)
+    Estimator, _, width, size = ESTIMATORS[name]
+    params = {width: size, "random_state": seed}
+    stream = _stream(Estimator(**params), X, y, weights)
+    full = Estimator(**params, solver="primal").fit(X, y, sample_weight=weights)
+    assert stream.alpha == full.alpha == "auto"
+    assert stream.alpha_ == pytest.approx(full.alpha_, rel=1e-10)
+    assert_allclose(stream.gcv_mse_, full.gcv_mse_, rtol=1e-6)
+    evals = np.linalg.eigvalsh(stream._ridge_statistics.normal_equations()[0])
+    cond = (evals.max() + full.alpha_) / (max(evals.min(), 0.0) + full.alpha_)
+    assert cond < 1e5
+    scale = np.abs(full.predict(X)).max()
+    assert_allclose(stream.predict(X), full.predict(X), rtol=0, atol=1e-8 * scale)

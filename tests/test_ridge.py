@@ -252,41 +252,128 @@ def test_statistics_match_sklearn_ridge(
     assert_allclose(solution.intercept, expected, atol=1e-10)
 
 
-@pytest.mark.parametrize("n, p", SHAPES)
-@pytest.mark.parametrize("fit_intercept", [True, False])
-@pytest.mark.parametrize("weighted", [True, False])
-def test_gcv_matches_brute_force(n, p, fit_intercept, weighted, global_random_seed):
-    """GCV from the statistics against the explicit hat matrix of the weighted
-    problem: ``(RSS / W) / (1 - tr(H) / n)^2``, ``n`` samples of positive weight.
-
-    Both are float64 computations of well-conditioned quantities: alphas >=
-    0.5 against unit-variance features give cond < 1e3, and ``1 - df / n``,
-    whose relative rounding is about ``n eps / (1 - df / n)``, stays above 0.01
-    (worst of seeds 0-99: 0.023, wide shape, smallest alpha), so 1e-8 relative
-    has a margin of 1e4 over the rounding.
-    """
-    X, Y, weights = _problem(n, p, global_random_seed)
-    w = weights if weighted else np.ones(n)
-    alphas = [0.5, 5.0, 50.0]
-    stats = RidgeStatistics(p, 2).update(
-        ExplicitFeatures(X, block_size=7), Y, w if weighted else None
-    )
-    gcv = stats.gcv_mse(alphas, fit_intercept)
+def _brute_force_gcv(X, Y, w, alphas, fit_intercept):
+    """``(RSS / W) / (1 - tr(H) / W)^2`` from the explicit hat matrix of the
+    weighted problem (rows scaled by ``sqrt(w)``), ``W = sum(w)``; and the
+    smallest ``1 - tr(H) / W`` met."""
+    n = X.shape[0]
     root = np.sqrt(w)[:, None]
     design = np.hstack([X, np.ones((n, 1))]) if fit_intercept else X
     design = root * design
-    n_positive = int(np.count_nonzero(w > 0))
-    brute = np.zeros((len(alphas), 2))
+    brute = np.zeros((len(alphas), Y.shape[1]))
+    smallest = np.inf
     for a, alpha in enumerate(alphas):
         penalty = alpha * np.eye(design.shape[1])
         if fit_intercept:
             penalty[-1, -1] = 0.0
         hat = design @ np.linalg.solve(design.T @ design + penalty, design.T)
         residual = root * Y - hat @ (root * Y)
-        assert 1 - np.trace(hat) / n_positive > 0.01
-        brute[a] = (residual**2).sum(axis=0) / w.sum()
-        brute[a] /= (1 - np.trace(hat) / n_positive) ** 2
+        remaining = 1 - np.trace(hat) / w.sum()
+        smallest = min(smallest, remaining)
+        brute[a] = (residual**2).sum(axis=0) / w.sum() / remaining**2
+    return brute, smallest
+
+
+@pytest.mark.parametrize("n, p", SHAPES)
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_gcv_matches_brute_force(n, p, fit_intercept, weighted, global_random_seed):
+    """GCV from the statistics, and from fit_ridge's primal and dual solvers,
+    against the explicit hat matrix of the weighted problem:
+    ``(RSS / W) / (1 - tr(H) / W)^2``, the weights counting samples as
+    repeated rows (``W = sum(w)``).
+
+    Both are float64 computations of well-conditioned quantities: alphas >=
+    0.5 against unit-variance features give cond < 1e3, and ``1 - df / W``,
+    whose relative rounding is about ``n eps / (1 - df / W)``, stays above 0.01
+    (asserted), so 1e-8 relative has a margin of 1e4 over the rounding.
+    """
+    X, Y, weights = _problem(n, p, global_random_seed)
+    w = weights if weighted else np.ones(n)
+    sw = w if weighted else None
+    # Wide problems: a small alpha nearly interpolates, df approaches n, and
+    # 1 - df / W can be negative when the weights sum below n (GCV is then
+    # undefined: infinite, see test_gcv_is_infinite_for_an_interpolating_fit).
+    alphas = [0.5, 5.0, 50.0] if n > p else [5.0, 50.0, 500.0]
+    stats = RidgeStatistics(p, 2).update(ExplicitFeatures(X, block_size=7), Y, sw)
+    gcv = stats.gcv_mse(alphas, fit_intercept)
+    brute, smallest = _brute_force_gcv(X, Y, w, alphas, fit_intercept)
+    assert smallest > 0.01
     assert_allclose(gcv, brute, rtol=1e-8)
     best = stats.solve(alphas, fit_intercept, criterion="gcv")
     assert best.alpha_index == int(np.argmin(brute.mean(axis=1)))
     assert_allclose(best.gcv_mse, gcv)
+    for mode in ("primal", "dual"):
+        solution = fit_ridge(
+            ExplicitFeatures(X, block_size=7),
+            Y,
+            alphas,
+            sample_weight=sw,
+            fit_intercept=fit_intercept,
+            mode=mode,
+            gcv_weight_sum=float(w.sum()),
+        )
+        assert solution.loo_mse is None
+        assert_allclose(solution.gcv_mse, brute, rtol=1e-8)
+        assert solution.alpha_index == best.alpha_index
+        assert_allclose(solution.coef, best.coef, rtol=1e-8, atol=1e-10)
+
+
+def test_gcv_is_infinite_where_df_exceeds_the_weight_sum():
+    """Weights count samples: ten samples of weight 0.5 are five, against the
+    ten degrees of freedom of a near-interpolating fit (more features than
+    samples, a vanishing penalty), so ``1 - df / W < 0`` and GCV is infinite
+    (undefined); when every alpha is so, the largest (most regularised) is
+    chosen, in the statistics and in both solvers."""
+    X, Y, _ = _problem(10, 30, 0)
+    half = np.full(10, 0.5)
+    alphas = [1e-10, 1e-9]
+    stats = RidgeStatistics(30, 2).update(ExplicitFeatures(X), Y, half)
+    assert np.isinf(stats.gcv_mse(alphas)).all()
+    assert stats.solve(alphas, criterion="gcv").alpha_index == 1
+    for mode in ("primal", "dual"):
+        solution = fit_ridge(
+            ExplicitFeatures(X),
+            Y,
+            alphas,
+            sample_weight=half,
+            mode=mode,
+            gcv_weight_sum=5.0,
+        )
+        assert np.isinf(solution.gcv_mse).all() and solution.alpha_index == 1
+
+
+def test_relative_alphas_follow_the_feature_scale(global_random_seed):
+    """``relative_alphas`` multiplies the penalties by ``trace(A) / W``, the
+    weighted mean squared norm of the centred features, in both solvers and
+    in the statistics; scaling the features by ``c`` then scales the chosen
+    penalty by ``c^2`` and leaves the predictions as they were (exact in
+    algebra; 1e-8 covers float64 rounding of these well-conditioned fits)."""
+    n, p = 40, 25
+    X, Y, weights = _problem(n, p, global_random_seed)
+    centred = X - weights @ X / weights.sum()
+    scale = float(weights @ (centred**2).sum(axis=1) / weights.sum())
+    alphas = np.array([0.1, 1.0])
+    reference = None
+    for features in (X, 8.0 * X):
+        factor = scale * (features[0, 0] / X[0, 0]) ** 2
+        solutions = [
+            fit_ridge(
+                ExplicitFeatures(features),
+                Y,
+                alphas,
+                sample_weight=weights,
+                mode=mode,
+                relative_alphas=True,
+                gcv_weight_sum=float(weights.sum()),
+            )
+            for mode in ("primal", "dual")
+        ]
+        stats = RidgeStatistics(p, 2).update(ExplicitFeatures(features), Y, weights)
+        solutions.append(stats.solve(alphas, criterion="gcv", relative=True))
+        for solution in solutions:
+            assert_allclose(solution.alphas, alphas * factor, rtol=1e-10)
+            predictions = features @ solution.coef + solution.intercept
+            if reference is None:
+                reference = predictions  # primal, unscaled features
+            assert_allclose(predictions, reference, rtol=1e-8, atol=1e-10)

@@ -172,12 +172,21 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
     ----------
     n_heads : int, default=1000
         Number of heads ``M``; there are ``M (token_dim + 1)`` trained weights.
-    alpha : float or array-like of shape (n_alphas,), default=1e-3
+    alpha : "auto", float or array-like of shape (n_alphas,), default="auto"
         Ridge penalty on the value vectors, on the kernel scale of the
         features (as in ``KernelRidge`` with the infinite-width kernel);
         ``0`` gives the minimum-norm least-squares fit. Several values (all
         positive) are compared by exact leave-one-out error from one
         eigendecomposition, as ``RidgeCV`` does; the best is ``alpha_``.
+        ``"auto"`` compares ``tau * 10^k`` for ``k = -6, -5.5, ..., 1`` by
+        generalized cross-validation (GCV), with ``tau`` the mean squared norm
+        of the centred training features: the best penalty scales with the
+        features (as the tokens' norm to the power 6) and varies with the data
+        and width, so no single value works (see
+        :ref:`the user guide <rf_default_alpha>`). GCV counts sample weights
+        as repeated rows, and the accumulated statistics of :meth:`partial_fit`
+        and of a dask fit determine it, so ``"auto"`` chooses the same penalty on
+        every route.
     qk_mean : {"zero", "identity"}, default="zero"
         Mean of the query-key matrices; ``"identity"`` gives :class:`BiasedRFA`.
     qk_mean_scale : float, default=1.0
@@ -209,13 +218,17 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         (the solver works in float64); predictions take the float dtype of
         ``X``.
     alpha_ : float
-        The penalty used (the leave-one-out choice when several are given).
+        The penalty used (the leave-one-out choice when several are given,
+        the GCV choice with ``"auto"``).
     loo_mse_ : ndarray of shape (n_alphas,)
         Weighted leave-one-out mean squared error of each alpha, averaged over
-        targets; only when several alphas are given.
+        targets; only when several alphas are compared.
     best_score_ : float
         Negative leave-one-out mean squared error of ``alpha_``; only when
         several alphas are given.
+    gcv_mse_ : ndarray of shape (n_alphas,)
+        Generalized cross-validation error of each penalty compared, averaged
+        over targets; only with ``alpha="auto"``.
     solver_ : {"primal", "dual"}
         The solver used.
     qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
@@ -252,7 +265,7 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         self,
         n_heads=1000,
         *,
-        alpha=1e-3,
+        alpha="auto",
         qk_mean="zero",
         qk_mean_scale=1.0,
         qk_std=None,
@@ -292,7 +305,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
     ----------
     n_heads : int, default=1000
         Number of heads.
-    alpha : float or array-like of shape (n_alphas,), default=1e-3
+    alpha : "auto", float or array-like of shape (n_alphas,), default="auto"
         Ridge penalty (see :class:`RandomFeatureAttentionRegressor`).
     qk_mean : {"zero", "identity"}, default="identity"
         Mean of the query-key matrices.
@@ -328,6 +341,8 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         Leave-one-out error of each alpha (several alphas only).
     best_score_ : float
         Negative leave-one-out error of ``alpha_`` (several alphas only).
+    gcv_mse_ : ndarray of shape (n_alphas,)
+        GCV error of each penalty compared (``alpha="auto"`` only).
     solver_ : {"primal", "dual"}
         The solver used.
     qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
@@ -360,7 +375,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         self,
         n_heads=1000,
         *,
-        alpha=1e-3,
+        alpha="auto",
         qk_mean="identity",
         qk_mean_scale=1.0,
         qk_std=None,

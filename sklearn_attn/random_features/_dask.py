@@ -16,7 +16,6 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
-from .._backend import resolve_device
 from .._ridge import RidgeStatistics
 from .._validation import check_target_shape
 
@@ -68,9 +67,9 @@ def fit_dask(estimator, X, y, sample_weight=None):
 
     alphas = estimator._check_alphas()
     name = type(estimator).__name__
-    if alphas.size > 1:
+    if alphas.size > 1 and not isinstance(estimator.alpha, str):
         raise ValueError(
-            f"{name}.fit on a dask array takes one alpha; got "
+            f"{name}.fit on a dask array takes one alpha or alpha='auto'; got "
             f"alpha={alphas.tolist()}. Several alphas are compared by exact "
             "leave-one-out error, which needs every sample's leverage under the "
             "covariance of all chunks: a second pass over the data. Choose alpha "
@@ -148,12 +147,7 @@ def fit_dask(estimator, X, y, sample_weight=None):
         raise ValueError(
             "sample_weight must have at least one positive entry; all are zero."
         )
-    solution = statistics.solve(
-        alphas,
-        estimator.fit_intercept,
-        device=resolve_device(estimator.device),
-    )
-    estimator._set_solution(solution, alphas, y.ndim)
+    estimator._solve_statistics(statistics, alphas, y.ndim)
     estimator._clear_device_cache()
     return estimator
 

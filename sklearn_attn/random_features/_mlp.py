@@ -144,10 +144,13 @@ class RFMLP(_MLPFeaturesMixin, _RandomFeatureRidge):
     n_features : int, default=1000
         Number of hidden units. To match the trained parameter count of an RFA
         with ``M`` heads use ``M * (token_dim + 1)``.
-    alpha : float or array-like of shape (n_alphas,), default=1e-3
+    alpha : "auto", float or array-like of shape (n_alphas,), default="auto"
         Ridge penalty, on the kernel scale of the features; ``0`` gives the
         minimum-norm least-squares fit; several positive values are compared by
-        exact leave-one-out error.
+        exact leave-one-out error. ``"auto"`` compares ``tau * 10^k`` for
+        ``k = -6, -5.5, ..., 1`` by generalized cross-validation, ``tau`` the
+        mean squared norm of the centred training features (see
+        :class:`RandomFeatureAttentionRegressor`).
     weight_std : float, default=None
         Standard deviation of the first-layer weights; ``None`` means
         ``1 / sqrt(len(u))``.
@@ -178,6 +181,8 @@ class RFMLP(_MLPFeaturesMixin, _RandomFeatureRidge):
         Leave-one-out error of each alpha (several alphas only).
     best_score_ : float
         Negative leave-one-out error of ``alpha_`` (several alphas only).
+    gcv_mse_ : ndarray of shape (n_alphas,)
+        GCV error of each penalty compared (``alpha="auto"`` only).
     solver_ : {"primal", "dual"}
         The solver used.
     weights_ : ndarray of shape (n_features, n_inputs)
@@ -212,7 +217,7 @@ class RFMLP(_MLPFeaturesMixin, _RandomFeatureRidge):
         self,
         n_features=1000,
         *,
-        alpha=1e-3,
+        alpha="auto",
         weight_std=None,
         bias=False,
         fit_intercept=True,
