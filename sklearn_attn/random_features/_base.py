@@ -464,7 +464,8 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         alphas = self._check_alphas()
         if alphas.size > 1 and not isinstance(self.alpha, str):
             raise ValueError(
-                f"{type(self).__name__}.partial_fit takes one alpha; got "
+                f"{type(self).__name__}.partial_fit takes one alpha or alpha='auto'; "
+                "got "
                 f"alpha={_alpha_text(alphas)}. Several alphas are compared by exact "
                 "leave-one-out error, which needs every sample's leverage under the "
                 "covariance of all batches, i.e. a second pass over the data that "
