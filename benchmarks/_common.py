@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -59,3 +61,21 @@ def token_regression(n, n_keys, d, dtype=np.float64, seed=0):
     X *= np.sqrt(d) / np.linalg.norm(X, axis=2, keepdims=True)
     y = np.einsum("nd,nkd->n", X[:, 0], X[:, 1:]) / (n_keys * np.sqrt(d))
     return X.astype(dtype, copy=False), y + 0.1 * rng.standard_normal(n)
+
+
+def stream_batch(index, args):
+    """Samples ``[index * args.batch, (index + 1) * args.batch)`` of the
+    streamed benchmarks' data set (``bench_partial_fit.py``, ``bench_dask.py``),
+    from a generator seeded by ``(args.seed, index)``: any batch without the
+    others, the same in both scripts."""
+    return token_regression(
+        args.batch, args.keys, args.dim, seed=[args.seed, int(index)]
+    )
+
+
+def peak_memory_bytes():
+    """This process's resident high-water mark (``VmHWM``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

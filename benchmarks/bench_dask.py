@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import sys
 import time
 from pathlib import Path
@@ -43,23 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import machine_info, matmul_rate, token_regression  # noqa: E402
-
-
-def chunk(index, args):
-    """Samples ``[index * batch, (index + 1) * batch)``: the batches of
-    ``bench_partial_fit.py``, any one without the others."""
-    return token_regression(
-        args.batch, args.keys, args.dim, seed=[args.seed, int(index)]
-    )
-
-
-def peak_memory_bytes():
-    """This process's resident high-water mark (``VmHWM``)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+from _common import (  # noqa: E402
+    machine_info,
+    matmul_rate,
+    peak_memory_bytes,
+    stream_batch,
+)
 
 
 def dask_data(args):
@@ -69,7 +57,8 @@ def dask_data(args):
 
     n_chunks = args.n // args.batch
     parts = [
-        dask.delayed(chunk, pure=True, nout=2)(index, args) for index in range(n_chunks)
+        dask.delayed(stream_batch, pure=True, nout=2)(index, args)
+        for index in range(n_chunks)
     ]
     X = da.concatenate(
         [
@@ -150,10 +139,10 @@ def reference_fit(args):
     tic = time.perf_counter()
     if args.reference == "partial_fit":
         for index in range(n_chunks):
-            model.partial_fit(*chunk(index, args))
+            model.partial_fit(*stream_batch(index, args))
         model.coef_  # noqa: B018 (the solve happens when the solution is read)
     else:
-        parts = [chunk(index, args) for index in range(n_chunks)]
+        parts = [stream_batch(index, args) for index in range(n_chunks)]
         X = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
         del parts
@@ -234,7 +223,7 @@ def main(argv=None):
         file=sys.stderr,
     )
     # A chunk that neither fit has seen, for the predictions.
-    X_new, _ = chunk(args.n // args.batch, args)
+    X_new, _ = stream_batch(args.n // args.batch, args)
     report["agreement"] = {
         "coef_relative_difference": _relative(on_cluster.coef_, reference.coef_),
         "intercept_difference": abs(on_cluster.intercept_ - reference.intercept_),

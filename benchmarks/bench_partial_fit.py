@@ -42,24 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import machine_info, matmul_rate, token_regression  # noqa: E402
-
-
-def batch(index, args):
-    """Samples ``[index * batch, (index + 1) * batch)`` of the data set, from a
-    generator seeded by ``(seed, index)``: any batch without the others."""
-    return token_regression(
-        args.batch, args.keys, args.dim, seed=[args.seed, int(index)]
-    )
-
-
-def peak_memory_bytes():
-    """The process's resident high-water mark (``VmHWM``)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
+from _common import (  # noqa: E402
+    machine_info,
+    matmul_rate,
+    peak_memory_bytes,
+    stream_batch,
+)
 
 # -- the routes, each in its own child process ----------------------------------------
 
@@ -74,7 +62,7 @@ def _ours(args):
     batch_seconds = []
     start = time.perf_counter()
     for index in range(args.n // args.batch):
-        X, y = batch(index, args)
+        X, y = stream_batch(index, args)
         tic = time.perf_counter()
         model.partial_fit(X, y)
         batch_seconds.append(time.perf_counter() - tic)
@@ -106,7 +94,7 @@ def _ridge_route(args):
     baseline = peak_memory_bytes()
     start = time.perf_counter()
     try:
-        parts = [batch(index, args) for index in range(args.n // args.batch)]
+        parts = [stream_batch(index, args) for index in range(args.n // args.batch)]
         X = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
         del parts
