@@ -2,14 +2,19 @@
 
 Build (from the repository root)::
 
-    PYTHONPATH=. python -m sphinx -W --keep-going -b html docs docs/_build/html
+    python -m pip install -e ".[docs]"
+    python -m sphinx -n -W --keep-going -b html docs docs/_build/html
 
-Only extensions shipped with Sphinx itself and numpydoc are used; nothing is
-fetched from the network (no intersphinx), so the build works offline.
+The build needs no network: MathJax is served from the built site
+(sphinx-mathjax-offline), the theme ships its own assets, references to
+scikit-learn, NumPy and SciPy are resolved to their documentation's addresses
+without downloading an inventory (see ``_resolve_external`` below), and the
+gallery runs the scripts in ``examples/`` on the local machine.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -34,12 +39,17 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
+    # A packaged copy of MathJax 3, copied into _static/mathjax of the built site.
+    "sphinx-mathjax-offline",
 ]
 
 templates_path = ["_templates"]
 exclude_patterns = ["_build", "_templates", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
 default_role = "literal"
+# Every cross-reference must resolve (the build runs with -W).
+nitpicky = True
 
 # autosummary writes one stub page per public object under docs/generated/
 # (git-ignored), from the templates in docs/_templates/autosummary/.
@@ -59,19 +69,43 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
 
+# -- Gallery -------------------------------------------------------------------------
+#
+# The scripts in examples/ are run at every build (each takes under a minute on
+# two cores); their figures are embedded in the user guide from
+# auto_examples/images/. An example that raises fails the build.
+
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "within_subsection_order": "FileNameSortKey",
+    # "Examples using X" under each API page.
+    "doc_module": ("sklearn_attn",),
+    "backreferences_dir": "generated/backreferences",
+    "reference_url": {"sklearn_attn": None},
+    "remove_config_comments": True,
+    "abort_on_example_error": True,
+    "min_reported_time": 1,
+    "show_memory": False,
+    # Its timing tables load scripts from a CDN; each example states its own time.
+    "write_computation_times": False,
+}
+
 # -- HTML output -------------------------------------------------------------------
 
-html_theme = "alabaster"
+html_theme = "pydata_sphinx_theme"
 html_title = f"sklearn-attn {release}"
 html_theme_options = {
-    "description": "Learning single attention layers, the scikit-learn way",
-    "fixed_sidebar": True,
-    "show_relbars": True,
-}
-html_sidebars = {
-    "**": ["about.html", "navigation.html", "relations.html", "searchbox.html"],
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
 }
 html_show_sourcelink = False
+html_context = {"default_mode": "light"}
 
 # -- Docstrings inherited from scikit-learn ------------------------------------------
 #
@@ -99,6 +133,60 @@ def _strip_sklearn_xrefs(app, what, name, obj, options, lines):
         lines[:] = _SKLEARN_ROLE.sub(_plain_text, text).split("\n")
 
 
+# -- References to scikit-learn, NumPy and SciPy -------------------------------------
+#
+# Their API pages have predictable addresses, so a reference such as
+# :class:`sklearn.pipeline.Pipeline` is linked there without intersphinx (which
+# would download an inventory). The target is imported first: a misspelt name
+# is left unresolved, and the nitpicky build fails on it.
+
+_EXTERNAL_PAGES = {
+    "sklearn": "https://scikit-learn.org/stable/modules/generated/{page}.html",
+    "numpy": "https://numpy.org/doc/stable/reference/generated/{page}.html",
+    "scipy": "https://docs.scipy.org/doc/scipy/reference/generated/{page}.html",
+}
+
+
+def _external_page(target):
+    """``(page, anchor)`` of an importable public object, or None.
+
+    The page is the object's module path plus one name (the class or the
+    function); a method or an attribute is an anchor on its class's page.
+    """
+    parts = target.split(".")
+    for stop in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:stop]))
+        except ImportError:
+            continue
+        for name in parts[stop:]:
+            obj = getattr(obj, name, None)
+            if obj is None or name.startswith("_"):
+                return None
+        return ".".join(parts[: stop + 1]), target
+    return None
+
+
+def _resolve_external(app, env, node, contnode):
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    url = _EXTERNAL_PAGES.get(target.split(".")[0])
+    found = _external_page(target) if url else None
+    if found is None:
+        return None
+    from docutils import nodes
+
+    page, anchor = found
+    refuri = url.format(page=page)
+    if anchor != page:
+        refuri += "#" + anchor
+    reference = nodes.reference("", "", internal=False, refuri=refuri)
+    reference.append(contnode)
+    return reference
+
+
 def setup(app):
     # Run before numpydoc (priority 500) parses the docstring.
     app.connect("autodoc-process-docstring", _strip_sklearn_xrefs, priority=400)
+    app.connect("missing-reference", _resolve_external)

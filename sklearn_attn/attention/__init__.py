@@ -1,7 +1,7 @@
 """Learning multi-head softmax attention layers (Chen and Li, 2024).
 
-- :class:`MultiHeadAttentionLearner`: fits ``F(X) = sum_i softmax(X Theta_i X^T) X W_i``
-  by L-BFGS (or gradient descent, Adam) on analytic gradients, with restarts and an
+- :class:`~sklearn_attn.MultiHeadAttentionLearner`: fits
+  ``F(X) = sum_i softmax(X Theta_i X^T) X W_i`` by L-BFGS (or gradient descent, Adam) on analytic gradients, with restarts and an
   exact least-squares refit of the ``W_i``.
 - :func:`match_heads`: pairs learned heads with true ones (Hungarian matching) and
   reports relative parameter errors.

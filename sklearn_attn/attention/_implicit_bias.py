@@ -513,7 +513,7 @@ def train_attention_classifier(
         Number of log-spaced checkpoints in ``[0, n_iter]`` (0 and ``n_iter``
         included, duplicates merged), or the iterations to record.
     device : {None, "cpu", "cuda"}, default=None
-        Where to compute (see :func:`~sklearn_attn._backend.resolve_device`);
+        Where to compute (see :ref:`devices`);
         results are NumPy arrays.
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation (drawn with NumPy on the host).

@@ -544,7 +544,7 @@ def multihead_attention(X, theta, values, *, return_attention=False):
 
     See Also
     --------
-    MultiHeadAttentionLearner : Learns ``theta`` and ``values`` from data.
+    sklearn_attn.MultiHeadAttentionLearner : Learns ``theta`` and ``values`` from data.
 
     Examples
     --------

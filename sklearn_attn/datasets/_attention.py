@@ -120,7 +120,7 @@ def make_attention_layer_regression(
 
     See Also
     --------
-    MultiHeadAttentionLearner : Learns such a layer from ``(X, Y)``.
+    sklearn_attn.MultiHeadAttentionLearner : Learns such a layer from ``(X, Y)``.
 
     References
     ----------

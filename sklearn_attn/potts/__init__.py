@@ -27,6 +27,7 @@ from ._contacts import (
 from ._estimator import PottsPseudoLikelihood
 from ._sampling import (
     conditional_log_probs,
+    enumerate_states,
     exact_conditional_entropy,
     exact_distribution,
     gibbs_sample,
@@ -40,6 +41,7 @@ __all__ = [
     "contact_precision",
     "decode_sequences",
     "encode_sequences",
+    "enumerate_states",
     "exact_conditional_entropy",
     "exact_distribution",
     "filter_alignment",

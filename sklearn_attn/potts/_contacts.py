@@ -614,7 +614,7 @@ def write_contacts(file, scores, raw_scores=None, *, positions=None, residues=No
         endings) or a file opened in text mode.
     scores : array-like of shape (L, L)
         Contact scores, for instance ``apc(frobenius_scores(couplings))`` or
-        :meth:`PottsPseudoLikelihood.contact_scores`; ``L >= 2``. Only the
+        :meth:`sklearn_attn.PottsPseudoLikelihood.contact_scores`; ``L >= 2``. Only the
         entries above the diagonal, ``scores[k, l]`` with ``k < l``, are read
         (they must be finite), so the matrix need not be symmetric.
     raw_scores : array-like of shape (L, L) or None, default=None
@@ -846,7 +846,7 @@ def write_couplings(
       arguments in ``metadata``.
 
     The parameters are stored in whatever gauge they are given in;
-    :class:`PottsPseudoLikelihood`'s ``couplings_`` and ``fields_`` are in
+    :class:`~sklearn_attn.PottsPseudoLikelihood`'s ``couplings_`` and ``fields_`` are in
     the zero-sum gauge.
 
     Parameters

@@ -550,7 +550,7 @@ def enumerate_states(n_sites, n_states):
 
     Examples
     --------
-    >>> from sklearn_attn.potts._sampling import enumerate_states
+    >>> from sklearn_attn.potts import enumerate_states
     >>> enumerate_states(2, 2)
     array([[0, 0],
            [0, 1],

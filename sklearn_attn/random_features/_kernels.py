@@ -376,7 +376,7 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
     --------
     >>> import numpy as np
     >>> from sklearn.kernel_ridge import KernelRidge
-    >>> from sklearn_attn.random_features._kernels import rfa_kernel
+    >>> from sklearn_attn import rfa_kernel
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(50, 4, 3))          # query + 3 keys in R^3
     >>> y = np.mean(np.einsum("nd,nid->ni", X[:, 0], X[:, 1:]), axis=1)
@@ -482,7 +482,7 @@ def brfa_kernel(
     --------
     >>> import numpy as np
     >>> from sklearn.kernel_ridge import KernelRidge
-    >>> from sklearn_attn.random_features._kernels import brfa_kernel, rfa_kernel
+    >>> from sklearn_attn import brfa_kernel, rfa_kernel
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(50, 4, 3))
     >>> y = np.mean(np.einsum("nd,nid->ni", X[:, 0], X[:, 1:]) ** 2, axis=1)
@@ -566,7 +566,7 @@ def rfmlp_kernel(X, Y=None, *, token_dim=None, weight_std=None, bias=False):
     --------
     >>> import numpy as np
     >>> from sklearn.kernel_ridge import KernelRidge
-    >>> from sklearn_attn.random_features._kernels import rfmlp_kernel
+    >>> from sklearn_attn import rfmlp_kernel
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(50, 4, 3))
     >>> y = np.mean(np.einsum("nd,nid->ni", X[:, 0], X[:, 1:]), axis=1)
