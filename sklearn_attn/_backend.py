@@ -18,6 +18,7 @@ Device rules (the ``device`` parameter of every estimator):
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -182,19 +183,30 @@ def cpu_workers(n_threads=None):
     workers : Workers or None
         ``None`` when one thread is used.
     """
-    from threadpoolctl import threadpool_info, threadpool_limits
-
+    controller = _blas_controller()
     if n_threads is None:
-        counts = [
-            i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"
-        ]
+        counts = [lib.num_threads for lib in controller.lib_controllers]
         n_threads = max(1, min(counts)) if counts else os.cpu_count() or 1
-    with threadpool_limits(1, user_api="blas"):
+    with controller.limit(limits=1):
         if n_threads <= 1:
             yield None
             return
         with ThreadPoolExecutor(n_threads) as executor:
             yield Workers(executor, n_threads)
+
+
+@functools.cache
+def _blas_controller():
+    """The BLAS libraries loaded in the process, inspected once.
+
+    ``threadpoolctl`` scans the loaded libraries at each call of
+    ``threadpool_limits``, about 4 ms: as long as a small transform. NumPy's and
+    SciPy's BLAS are loaded by the time this is first called (scikit-learn
+    imports both).
+    """
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
 
 
 class Workers:
@@ -313,15 +325,25 @@ def _raise_on_solver_failure():
     return cupyx.errstate(linalg="raise")
 
 
+# Below this size the CPU eigendecomposition runs on one BLAS thread.
+_EIGH_SERIAL_SIZE = 2048
+
+
 def eigh(matrix, device: Device):
     """Eigendecomposition of a symmetric matrix (overwriting it on the CPU).
 
     Raises ``numpy.linalg.LinAlgError`` when the solver fails, on either device.
     """
     if device.kind == "cpu":
-        return scipy.linalg.eigh(
-            matrix, overwrite_a=True, check_finite=False, driver="evd"
-        )
+        # LAPACK's tridiagonal reduction is half level-2 BLAS, whose threads
+        # synchronise at every step: with OpenBLAS's spinning threads and one
+        # other busy process on two cores, n = 500 took 1.1 s on two threads
+        # against 0.12 s on one (benchmarks/bench_eigh_threads.py).
+        n_threads = 1 if matrix.shape[0] <= _EIGH_SERIAL_SIZE else None
+        with _blas_controller().limit(limits=n_threads):
+            return scipy.linalg.eigh(
+                matrix, overwrite_a=True, check_finite=False, driver="evd"
+            )
     with _raise_on_solver_failure():
         return device.xp.linalg.eigh(matrix)
 
