@@ -162,3 +162,69 @@ def test_layer_reuse_and_seeds(global_random_seed):
 def test_bad_parameters(kwargs, error, match):
     with pytest.raises(error, match=match):
         make_attention_layer_regression(**kwargs)
+
+
+@pytest.mark.parametrize("distance", [0.0, 0.01, 0.3, 1.0, 3.9, 4.0])
+def test_head_distance_places_the_second_head_exactly(distance, global_random_seed):
+    """Theta_2 at Frobenius distance delta from Theta_1, both of norm theta_norm.
+
+    Exact up to rounding: the construction is cos/sin of one angle in an
+    orthonormal pair, so norms and distance hold to a few ulps (bound 1e-12).
+    """
+    kwargs = dict(n_samples=7, n_heads=3, n_tokens=4, token_dim=5, theta_norm=2.0)
+    seed = global_random_seed
+    X, Y, layer = make_attention_layer_regression(
+        **kwargs, head_distance=distance, random_state=seed
+    )
+    X0, _, layer0 = make_attention_layer_regression(**kwargs, random_state=seed)
+    theta, theta0 = layer.theta, layer0.theta
+    assert_allclose(np.linalg.norm(theta.reshape(3, -1), axis=1), 2.0, rtol=1e-12)
+    assert_allclose(np.linalg.norm(theta[1] - theta[0]), distance, atol=1e-12)
+    # Nothing else changes, and no random numbers are drawn for it.
+    assert_array_equal(X, X0)
+    assert_array_equal(layer.values, layer0.values)
+    assert_array_equal(theta[[0, 2]], theta0[[0, 2]])
+    assert_allclose(
+        Y, _forward_loop(X, layer.theta, layer.values), rtol=1e-12, atol=1e-13
+    )
+    # On the great circle from Theta_1 towards the drawn Theta_2: in their
+    # plane, on the drawn head's side of Theta_1.
+    basis = np.stack([theta0[0].ravel(), theta0[1].ravel()], axis=1)
+    coef, *_ = np.linalg.lstsq(basis, theta[1].ravel(), rcond=None)
+    assert_allclose(basis @ coef, theta[1].ravel(), atol=1e-12)
+    if 0 < distance < 4.0:
+        assert coef[1] > 0
+
+
+def test_head_distance_sweeps_one_head_continuously(global_random_seed):
+    kwargs = dict(n_samples=3, n_heads=2, n_tokens=3, token_dim=4)
+    thetas = [
+        make_attention_layer_regression(
+            **kwargs, head_distance=d, random_state=global_random_seed
+        )[2].theta[1]
+        for d in (0.1, 0.1 + 1e-6)
+    ]
+    # d(Theta_2)/d(delta) has unit norm (arc length ~ chord for small delta).
+    assert_allclose(np.linalg.norm(thetas[1] - thetas[0]), 1e-6, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"head_distance": -0.1}, "head_distance must be a non-negative"),
+        ({"head_distance": np.inf}, "head_distance must be a non-negative"),
+        ({"head_distance": 4.5}, "head_distance must be at most 2 \\* theta_norm"),
+        ({"head_distance": 0.1, "n_heads": 1}, "head_distance needs n_heads >= 2"),
+        ({"head_distance": 0.1, "token_dim": 1}, "head_distance needs n_heads >= 2"),
+        (
+            {
+                "head_distance": 0.1,
+                "layer": {"theta": np.zeros((2, 8, 8)), "values": np.zeros((2, 8, 8))},
+            },
+            "head_distance plants the layer",
+        ),
+    ],
+)
+def test_bad_head_distance(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_attention_layer_regression(**kwargs)

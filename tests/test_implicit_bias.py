@@ -803,3 +803,178 @@ def test_implicit_bias_diagonal_combined(global_random_seed):
     combined = _bias_run(data, "diagonal", "combined", global_random_seed)
     assert combined["l2"] <= _COMBINED_STEPS_OFF * _BIAS_RATE
     assert combined["l2"] < combined["l1"]
+
+
+# -- aligned initialisation ------------------------------------------------------------
+def _reference(basis, data, seed):
+    """The matrix whose singular vectors an aligned start should take, computed
+    independently of the trainer (the naive gradient loop for ``"gradient"``)."""
+    X, z, y, v, _ = data
+    if basis == "nuclear_svm":
+        return max_margin_svm(X, z, y, v, norm="nuclear", random_state=0)[0]
+    if basis == "gradient":
+        return -_naive_gradient(np.zeros((8, 8)), X, z, y, v, "exponential")
+    return np.random.default_rng(seed).standard_normal((8, 8))
+
+
+def _commutator(A, B):
+    """``||A B^T - B A^T|| + ||A^T B - B^T A||`` relative to ``||A|| ||B||``: zero
+    exactly when A and B have a common singular value decomposition (for B with
+    distinct singular values; on B's repeated ones, any basis commutes)."""
+    size = np.linalg.norm(A) * np.linalg.norm(B)
+    return (
+        np.linalg.norm(A @ B.T - B @ A.T) + np.linalg.norm(A.T @ B - B.T @ A)
+    ) / size
+
+
+@pytest.mark.parametrize("parametrization", ["separate", "combined"])
+@pytest.mark.parametrize("basis", ["nuclear_svm", "gradient", "array"])
+def test_aligned_start_has_the_singular_vectors_of_its_reference(
+    parametrization, basis, global_random_seed
+):
+    """W(0) = U diag(positive) V^T with (U, V) the reference's singular vectors.
+
+    Exact up to rounding: the start is built from the reference's SVD, so the
+    commutators vanish to a few ulps of the products (bound 1e-10; the
+    reference recomputed here differs from the trainer's by rounding only).
+    """
+    data = _full_data(global_random_seed)
+    X, z, y, v, _ = data
+    W_ref = _reference(basis, data, global_random_seed)
+    result = train_attention_classifier(
+        X,
+        z,
+        y,
+        v,
+        parametrization=parametrization,
+        init="aligned",
+        init_basis=W_ref if basis == "array" else basis,
+        n_iter=0,
+        checkpoints=[0],
+        random_state=global_random_seed,
+    )
+    assert result.init == "aligned"
+    W0 = result.W[0]
+    assert _commutator(W0, W_ref) < 1e-10
+    # Orientation: u_j^T W0 v_j > 0 on the reference's non-zero singular values
+    # (sign-free: flipping u_j and v_j together leaves the product unchanged).
+    U, s, Vt = np.linalg.svd(W_ref)
+    rank = int(np.sum(s > 1e-8 * s[0]))  # the nuclear SVM can have rank 1
+    assert rank >= 1
+    assert np.all(np.einsum("dj,de,je->j", U, W0, Vt)[:rank] > 0)
+    if parametrization == "separate":
+        K, Q = result.params["K"], result.params["Q"]
+        assert_allclose(K @ Q.T, W0, rtol=1e-12, atol=1e-18)
+        # K's left singular vectors are W_ref's left ones, Q's its right ones,
+        # and the shared right factor is the identity.
+        assert _commutator(K @ K.T, W_ref @ W_ref.T) < 1e-10
+        assert _commutator(Q @ Q.T, W_ref.T @ W_ref) < 1e-10
+        for G in (K.T @ K, Q.T @ Q):
+            assert np.linalg.norm(G - np.diag(np.diag(G))) < 1e-12 * np.linalg.norm(G)
+    # A random start has no such structure (relative commutators of order one).
+    random = train_attention_classifier(
+        X,
+        z,
+        y,
+        v,
+        parametrization=parametrization,
+        n_iter=0,
+        checkpoints=[0],
+        random_state=global_random_seed,
+    )
+    assert _commutator(random.W[0], W_ref) > 1e-2
+
+
+def test_aligned_start_has_the_scale_of_the_random_one(global_random_seed):
+    """E ||K(0)||_F^2 = dim^2 init_scale^2 for both starts.
+
+    Aligned: ||K||_F^2 / (d^2 s^2) is chi^2_d / d, of mean 1 and variance 2/d;
+    its mean over 200 problems has standard error sqrt(2 / (8 * 200)) = 0.035,
+    and the bound 0.25 is 7 standard errors (a scale off by sqrt(d) would give
+    a ratio of 8 or 1/8).
+    """
+    datasets = [_full_data(global_random_seed)] * 200
+    stacked = [np.stack(a) for a in zip(*datasets, strict=True)][:4]
+    result = train_attention_classifier(
+        *stacked,
+        init="aligned",
+        init_basis="gradient",
+        init_scale=0.1,
+        n_iter=0,
+        checkpoints=[0],
+        random_state=global_random_seed,
+    )
+    for factor in (result.params["K"], result.params["Q"]):
+        ratio = np.mean(np.sum(factor**2, axis=(1, 2))) / (8**2 * 0.1**2)
+        assert abs(ratio - 1) < 0.25
+
+
+def test_aligned_start_stays_aligned_while_the_dynamics_are_linear():
+    """From a tiny start aligned with the descent direction at W = 0, the early
+    (linear) gradient flow keeps (K, Q) aligned: the gradient at W ~ 1e-11
+    differs from that at 0 by ~1e-11 relative, so after 20 normalised steps the
+    relative commutators stay below 1e-6, while a random start's are of order one.
+    """
+    X, z, y, v, _ = _full_data(0)
+    G0 = -_naive_gradient(np.zeros((8, 8)), X, z, y, v, "exponential")
+    kwargs = dict(
+        init_scale=1e-6, learning_rate=1e-6, n_iter=20, checkpoints=[20], random_state=0
+    )
+    aligned = train_attention_classifier(
+        X, z, y, v, init="aligned", init_basis="gradient", **kwargs
+    )
+    K, Q = aligned.params["K"], aligned.params["Q"]
+    assert _commutator(K @ K.T, G0 @ G0.T) < 1e-6
+    assert _commutator(Q @ Q.T, G0.T @ G0) < 1e-6
+    assert _commutator(aligned.W[-1], G0) < 1e-6
+    random = train_attention_classifier(X, z, y, v, **kwargs)
+    assert _commutator(random.W[-1], G0) > 1e-2
+
+
+def test_aligned_start_is_reproducible(global_random_seed):
+    datasets = [
+        _full_data(seed) for seed in (global_random_seed, global_random_seed + 1)
+    ]
+    stacked = [np.stack(a) for a in zip(*datasets, strict=True)][:4]
+    kwargs = dict(init="aligned", n_iter=30, checkpoints=3)
+    runs = [
+        train_attention_classifier(*datasets[0][:4], random_state=seed, **kwargs)
+        for seed in (global_random_seed, global_random_seed, global_random_seed + 1)
+    ]
+    assert_array_equal(runs[0].params["K"], runs[1].params["K"])
+    assert_array_equal(runs[0].W, runs[1].W)
+    assert not np.allclose(runs[0].params["K"], runs[2].params["K"])
+    # Problem b starts from the same point whatever the batch.
+    batch = train_attention_classifier(
+        *stacked, random_state=global_random_seed, **kwargs
+    )
+    assert_allclose(batch.W[0], runs[0].W, rtol=1e-10, atol=1e-14)
+    assert_allclose(batch.params["Q"][0], runs[0].params["Q"], rtol=1e-10, atol=1e-14)
+
+
+def test_aligned_init_is_validated():
+    X, z, y, v, _ = _full_data(0)
+    with pytest.raises(InvalidParameterError, match="'init' parameter"):
+        train_attention_classifier(X, z, y, v, init="svd")
+    with pytest.raises(InvalidParameterError, match="'init_basis' parameter"):
+        train_attention_classifier(X, z, y, v, init="aligned", init_basis="data")
+    with pytest.raises(ValueError, match="init='aligned' needs structure='full'"):
+        train_attention_classifier(
+            *_diag_data(0)[:4], structure="diagonal", init="aligned", n_iter=1
+        )
+    with pytest.raises(ValueError, match=r"init_basis must be .* shape \(8, 8\)"):
+        train_attention_classifier(
+            X, z, y, v, init="aligned", init_basis=np.eye(3), n_iter=1
+        )
+    with pytest.raises(ValueError, match="init_basis contains NaN"):
+        train_attention_classifier(
+            X, z, y, v, init="aligned", init_basis=np.full((8, 8), np.nan), n_iter=1
+        )
+    # Ignored by a random start, as documented.
+    random = train_attention_classifier(
+        X, z, y, v, init_basis=np.eye(3), n_iter=0, checkpoints=[0], random_state=0
+    )
+    default = train_attention_classifier(
+        X, z, y, v, n_iter=0, checkpoints=[0], random_state=0
+    )
+    assert_array_equal(random.W, default.W)

@@ -44,7 +44,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._backend import resolve_device, to_device, to_host
-from ._max_margin import _check_problem, _feasible
+from ._max_margin import _check_problem, _feasible, max_margin_svm
 
 __all__ = [
     "AttentionTrainingResult",
@@ -286,6 +286,72 @@ def _initial_params(rng, B, d, parametrization, structure, init_scale):
     return [np.stack([draw[k] for draw in draws]) for k in range(count)]
 
 
+def _aligned_params(rng, bases, parametrization, init_scale):
+    """``K = U diag(kappa)``, ``Q = V diag(rho)`` (or ``W = U diag(omega) V^T``).
+
+    ``bases = (U, V)``, each of shape (B, d, d) with orthonormal columns. The
+    diagonals are the absolute values of independent ``N(0, d init_scale^2)``
+    draws, so that ``||K||_F`` has the same mean square as in the random start,
+    drawn problem by problem like :func:`_initial_params`. They are positive:
+    ``W = U diag(kappa * rho) V^T`` is then a singular value decomposition,
+    with the reference's singular vector pairs ``(u_j, v_j)`` themselves (a
+    negative product would pair ``u_j`` with ``-v_j``). The right
+    factor shared by ``K`` and ``Q`` is the identity: ``(K R, Q R)`` with ``R``
+    orthogonal give the same ``W = K Q^T`` and, gradient and step norms being
+    invariant under it, the same path of ``W``.
+    """
+    U, V = bases
+    B, d, _ = U.shape
+    count = 2 if parametrization == "separate" else 1
+    scale = init_scale * np.sqrt(d)
+    diagonals = np.stack(
+        [
+            [scale * np.abs(rng.standard_normal(d)) for _ in range(count)]
+            for _ in range(B)
+        ]
+    )  # (B, count, d)
+    if parametrization == "separate":
+        return [U * diagonals[:, 0, None, :], V * diagonals[:, 1, None, :]]
+    return [np.matmul(U * diagonals[:, 0, None, :], np.swapaxes(V, 1, 2))]
+
+
+def _reference_weights(init_basis, X, z, y, v, loss, batched):
+    """The matrices whose singular vectors an aligned start takes, (B, d, d)."""
+    B, _, _, d = X.shape
+    if isinstance(init_basis, str):
+        if init_basis == "nuclear_svm":
+            return np.stack(
+                [
+                    max_margin_svm(
+                        X[b], z[b], y[b], v[b], norm="nuclear", random_state=0
+                    )[0]
+                    for b in range(B)
+                ]
+            )
+        # The descent direction at W = 0 (uniform attention): the data's
+        # feature matrix sum_{i,t} c_it (x_it - x_i,opt) z_i^T that drives the
+        # early, nearly linear phase of training.
+        prob = _Problem(X, z, y, v, resolve_device("cpu"))
+        G, _ = _descent_direction(np.zeros((B, d, d)), prob, "full", loss)
+        return G
+    W_ref = np.asarray(init_basis, dtype=np.float64)
+    expected = (B, d, d) if batched else (d, d)
+    if W_ref.shape != expected:
+        raise ValueError(
+            f"init_basis must be 'nuclear_svm', 'gradient' or an array of shape "
+            f"{expected}; got an array of shape {W_ref.shape}."
+        )
+    if not np.all(np.isfinite(W_ref)):
+        raise ValueError("init_basis contains NaN or infinity.")
+    return W_ref.reshape(B, d, d)
+
+
+def _singular_bases(W_ref):
+    """``(U, V)`` of ``W_ref = U diag(s) V^T``, complete orthonormal bases."""
+    U, _, Vt = np.linalg.svd(W_ref)
+    return U, np.swapaxes(Vt, 1, 2)
+
+
 def _weights(params, structure, xp):
     if len(params) == 1:
         return params[0]
@@ -344,7 +410,7 @@ class AttentionTrainingResult:
     params : dict
         Final parameters: ``{"K", "Q"}`` (separate) or ``{"W"}`` (combined),
         vectors ``k, q`` or ``w`` for diagonal weights (rescaled like ``W``).
-    parametrization, structure, loss, optimizer : str
+    parametrization, structure, loss, optimizer, init : str
     learning_rate : float
     """
 
@@ -364,6 +430,7 @@ class AttentionTrainingResult:
     loss: str = "exponential"
     optimizer: str = "normalized_gd"
     learning_rate: float = 0.0
+    init: str = "random"
 
     def correlation(self, W_ref):
         """``<W(t), W_ref> / (||W(t)||_F ||W_ref||_F)`` at every checkpoint.
@@ -435,6 +502,8 @@ def _summaries(W, X, z, opt):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_iter": [Interval(Integral, 0, None, closed="left")],
         "init_scale": [Interval(Real, 0, None, closed="left")],
+        "init": [StrOptions({"random", "aligned"})],
+        "init_basis": [StrOptions({"nuclear_svm", "gradient"}), "array-like"],
         "checkpoints": [Interval(Integral, 2, None, closed="left"), "array-like"],
         "device": [str, None],
         "random_state": ["random_state"],
@@ -454,6 +523,8 @@ def train_attention_classifier(
     learning_rate=0.05,
     n_iter=10_000,
     init_scale=1e-2,
+    init="random",
+    init_basis="nuclear_svm",
     checkpoints=50,
     device=None,
     random_state=None,
@@ -462,7 +533,8 @@ def train_attention_classifier(
 
     Minimises ``L = (1/n) sum_i l(y_i v^T X_i^T softmax(X_i W z_i))`` over
     ``W = K Q^T`` (``parametrization="separate"``) or ``W`` itself
-    (``"combined"``), full or diagonal, from a small random initialisation,
+    (``"combined"``), full or diagonal, from a small random initialisation
+    (optionally with singular vectors aligned with a reference, ``init``),
     recording log-spaced checkpoints. The loss and its gradient are computed
     in the log domain (see the module notes), so the run stays accurate long
     after the attention has saturated; no regulariser is added.
@@ -508,7 +580,36 @@ def train_attention_classifier(
         Number of steps.
     init_scale : float, default=1e-2
         Standard deviation of the independent Gaussian initial entries of
-        ``K``, ``Q`` (or ``W``).
+        ``K``, ``Q`` (or ``W``). With ``init="aligned"`` the singular values
+        of ``K`` and ``Q`` (or ``W``) are ``|N(0, dim * init_scale**2)|``
+        draws instead: the same mean square ``||K||_F``.
+    init : {"random", "aligned"}, default="random"
+        ``"random"``: independent Gaussian entries. ``"aligned"`` (full
+        matrices only): ``K = U diag(kappa)`` and ``Q = V diag(rho)`` with
+        ``(U, V)`` the singular vectors of a reference ``W_ref = U diag(s)
+        V^T`` (``init_basis``) and positive random ``kappa``, ``rho``, so that
+        ``W(0) = K Q^T = U diag(kappa * rho) V^T`` has the reference's
+        singular vector pairs (orientation included) and random singular
+        values; combined: ``W(0) = U diag(omega) V^T``. Sheen et al. (2024)
+        prove the nuclear-norm limit for general weights when the singular
+        spaces of the initial weights are aligned with the data features,
+        an alignment the dynamics then preserve **[recalled, not checked
+        against the paper]**: ``W(t)`` then keeps its singular vectors, and
+        so does its limit, the nuclear-norm SVM. For generic data no basis
+        is preserved exactly, and ``init_basis`` says which one is used.
+    init_basis : {"nuclear_svm", "gradient"} or array-like, default="nuclear_svm"
+        Reference of ``init="aligned"`` (ignored otherwise) **[our choice]**.
+        ``"nuclear_svm"``: the nuclear-norm max-margin solution of the optimal
+        tokens (``max_margin_svm(..., norm="nuclear", random_state=0)``), the
+        limit the theorem predicts for ``(K, Q)``, whose singular vectors an
+        aligned start keeps under the assumption. ``"gradient"``: the descent
+        direction of the loss at ``W = 0`` (uniform attention), the data-only
+        feature matrix ``sum_{i,t} c_it (x_it - x_i,opt) z_i^T``, which the
+        early, nearly linear phase of training preserves (an aligned ``(K,
+        Q)`` stays aligned while ``||W||`` is small). An array of shape
+        ``(dim, dim)`` (or ``(n_problems, dim, dim)``): its own singular
+        vectors. Singular vectors of repeated (e.g. zero) singular values are
+        LAPACK's choice of basis.
     checkpoints : int or array-like of int, default=50
         Number of log-spaced checkpoints in ``[0, n_iter]`` (0 and ``n_iter``
         included, duplicates merged), or the iterations to record.
@@ -523,6 +624,13 @@ def train_attention_classifier(
     result : AttentionTrainingResult
         Checkpointed weights, ``log10`` excess loss, margins, norms and
         singular values, and the final parameters.
+
+    Raises
+    ------
+    ValueError
+        If ``init="aligned"`` with ``structure="diagonal"``, or ``init_basis``
+        is an array of the wrong shape or not finite; if ``init_basis=
+        "nuclear_svm"`` and the max-margin problem is infeasible.
 
     See Also
     --------
@@ -551,10 +659,19 @@ def train_attention_classifier(
     B, n, T, d = X.shape
     iterations = _checkpoint_iterations(checkpoints, n_iter)
     rng = check_random_state(random_state)
-    params = [
-        to_device(p, dev)
-        for p in _initial_params(rng, B, d, parametrization, structure, init_scale)
-    ]
+    if init == "aligned":
+        if structure != "full":
+            raise ValueError(
+                "init='aligned' needs structure='full': diagonal weights are "
+                "aligned with the coordinate axes already; use init='random'."
+            )
+        bases = _singular_bases(
+            _reference_weights(init_basis, X, z, y, v, loss, batched)
+        )
+        host_params = _aligned_params(rng, bases, parametrization, init_scale)
+    else:
+        host_params = _initial_params(rng, B, d, parametrization, structure, init_scale)
+    params = [to_device(p, dev) for p in host_params]
     prob = _Problem(X, z, y, v, dev)
     xp = prob.xp
     W_hist, loss_hist, attn_hist, scale_hist = [], [], [], []
@@ -629,6 +746,7 @@ def train_attention_classifier(
         loss=loss,
         optimizer=optimizer,
         learning_rate=float(learning_rate),
+        init=init,
     )
 
 

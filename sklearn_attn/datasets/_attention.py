@@ -47,6 +47,19 @@ def _check_layer(layer, n_heads, token_dim):
     return AttentionLayer(**out)
 
 
+def _at_distance(first, drawn, distance, radius):
+    """The point of the sphere of ``radius`` at ``distance`` from ``first``, on
+    the great circle from ``first`` towards ``drawn`` (both of norm ``radius``)."""
+    if radius == 0:
+        return np.zeros_like(first)
+    unit = first / radius
+    other = drawn - np.sum(drawn * unit) * unit
+    # Gaussian draws are linearly independent with probability one; guard anyway.
+    other /= max(np.linalg.norm(other), np.finfo(np.float64).tiny)
+    angle = 2.0 * np.arcsin(min(distance / (2.0 * radius), 1.0))
+    return radius * (np.cos(angle) * unit + np.sin(angle) * other)
+
+
 def make_attention_layer_regression(
     n_samples: int = 1000,
     *,
@@ -57,6 +70,7 @@ def make_attention_layer_regression(
     theta_norm: float = 2.0,
     values_std: float | None = None,
     noise: float = 0.0,
+    head_distance: float | None = None,
     layer=None,
     random_state=None,
 ):
@@ -75,6 +89,28 @@ def make_attention_layer_regression(
     :math:`x_a^\top \Theta_i x_b` then have standard deviation ``theta_norm``)
     and the entries of each :math:`W_i` are i.i.d. :math:`N(0,
     \text{values\_std}^2)`.
+
+    With ``head_distance`` the first two heads are made nearly degenerate:
+    :math:`\Theta_2` is moved along the great circle of the sphere
+    :math:`\lVert\Theta\rVert_F = \text{theta\_norm}` that joins
+    :math:`\Theta_1` to the drawn :math:`\Theta_2`, to Frobenius distance
+    :math:`\delta` = ``head_distance`` from :math:`\Theta_1`:
+
+    .. math::
+
+        \Theta_2 = r (\cos\varphi\, U + \sin\varphi\, E), \qquad
+        \varphi = 2 \arcsin\frac{\delta}{2 r},
+
+    with :math:`r` = ``theta_norm``, :math:`U = \Theta_1 / r` and :math:`E`
+    the unit-norm component of the drawn :math:`\Theta_2` orthogonal to
+    :math:`U`, so that :math:`\lVert\Theta_2 - \Theta_1\rVert_F = \delta`
+    exactly and both keep the norm ``theta_norm`` (the attention is as sharp
+    as in the other heads; only the distance changes). No further random
+    numbers are drawn: with one ``random_state``, the inputs, the ``W_i``
+    and the other heads do not depend on ``head_distance``, and a sweep over
+    it moves :math:`\Theta_2` alone, continuously. Chen and Li's guarantees
+    assume non-degenerate heads; with :math:`\Theta_1 = \Theta_2` only
+    :math:`W_1 + W_2` is identifiable.
 
     Parameters
     ----------
@@ -97,6 +133,12 @@ def make_attention_layer_regression(
         ``1 / sqrt(token_dim)``.
     noise : float, default=0.0
         Standard deviation of Gaussian noise added to every entry of ``Y``.
+    head_distance : float, default=None
+        Frobenius distance :math:`\lVert\Theta_2 - \Theta_1\rVert_F`
+        between the first two heads, in ``[0, 2 * theta_norm]`` (see above);
+        ``None`` leaves the heads independent (at distance about
+        ``sqrt(2) * theta_norm``). Needs ``n_heads >= 2``, ``token_dim >= 2``
+        and no ``layer``.
     layer : AttentionLayer or mapping, default=None
         A planted layer to reuse, with ``theta`` and ``values`` of
         shape ``(n_heads, token_dim, token_dim)`` (e.g. the ``layer`` returned
@@ -154,6 +196,26 @@ def make_attention_layer_regression(
         values_std = 1.0 / np.sqrt(token_dim)
     values_std = _check_real(values_std, "values_std", strictly_positive=False)
     noise = _check_real(noise, "noise", strictly_positive=False)
+    if head_distance is not None:
+        head_distance = _check_real(
+            head_distance, "head_distance", strictly_positive=False
+        )
+        if layer is not None:
+            raise ValueError(
+                "head_distance plants the layer: it cannot be combined with a "
+                "given layer; pass head_distance=None."
+            )
+        if n_heads < 2 or token_dim < 2:
+            raise ValueError(
+                "head_distance needs n_heads >= 2 and token_dim >= 2 (two heads, "
+                f"and a direction to move along); got n_heads={n_heads}, "
+                f"token_dim={token_dim}."
+            )
+        if head_distance > 2 * theta_norm:
+            raise ValueError(
+                "head_distance must be at most 2 * theta_norm (two points of the "
+                f"sphere of radius theta_norm={theta_norm!r}); got {head_distance!r}."
+            )
 
     rng = check_random_state(random_state)
     shape = (n_heads, token_dim, token_dim)
@@ -165,6 +227,8 @@ def make_attention_layer_regression(
             :, None, None
         ]
         values = values_std * rng.standard_normal(size=shape)
+        if head_distance is not None:
+            theta[1] = _at_distance(theta[0], theta[1], head_distance, theta_norm)
         layer = AttentionLayer(theta, values)
     else:
         layer = _check_layer(layer, n_heads, token_dim)
