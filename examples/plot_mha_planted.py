@@ -9,12 +9,15 @@ A two-head attention layer
 
     F(X) = \\sum_{i=1}^{2} \\mathrm{softmax}(X \\Theta_i X^\\top) X W_i
 
-labels random Boolean sequences ``X`` in ``{-1, +1}^{k x d}`` (the setting of
-Chen and Li, 2024). :class:`~sklearn_attn.MultiHeadAttentionLearner` fits all
-its parameters, ``Theta_i`` and ``W_i``, by L-BFGS on analytic gradients from a
-few random starts and refits the ``W_i`` exactly at the end. On such random
-planted layers it recovers the layer to round-off: the learned heads match the
-true ones up to the order of the heads, which no data can tell apart.
+labels random Boolean sequences :math:`X \\in \\{-1, +1\\}^{k \\times d}` (the
+setting of Chen and Li, 2024). :class:`~sklearn_attn.MultiHeadAttentionLearner`
+fits all its parameters, :math:`\\Theta_i` and :math:`W_i`, by L-BFGS on
+analytic gradients from random starts, and refits the :math:`W_i` exactly at
+the end. Without weight decay (the default ``alpha=0``) it stops restarting as
+soon as a start fits the data exactly, since no other start can do better.
+Here the first start does: the layer is recovered to round-off, and the
+learned heads match the true ones up to their order, which no data can tell
+apart.
 
 ``python -m sklearn_attn reproduce mha`` runs the full study: test error
 against the number of training sequences for 1, 2 and 3 heads, against a
@@ -24,9 +27,13 @@ uniform-attention linear model and a learner with one head too few.
 # %%
 # A planted layer and its data
 # ----------------------------
-# Each ``Theta_i`` has Frobenius norm 2, so the scores ``x_a^T Theta_i x_b``
-# have standard deviation 2: attention is neither uniform nor hard. The test
-# sequences are fresh draws labelled by the same layer.
+# Two heads, :math:`k = 8` tokens of dimension :math:`d = 8`, 1,000 training
+# sequences. Each :math:`\Theta_i` has Frobenius norm 2, so the scores
+# :math:`x_a^\top \Theta_i x_b` have standard deviation 2: attention is neither
+# uniform nor hard. The 2,000 test sequences are fresh draws labelled by the
+# same layer.
+import sys
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -47,16 +54,20 @@ X_test, Y_test, _ = make_attention_layer_regression(
 # Fit
 # ---
 # Another seed than the data's: the same one would start at the planted layer.
+# ``n_init_run_`` says how many of the ``n_init`` starts ran before one fitted
+# exactly, ``init_losses_`` and ``init_n_iter_`` their final objectives and
+# iterations.
 model = MultiHeadAttentionLearner(n_heads=2, random_state=2).fit(X, Y)
 relative_error = np.sum((model.predict(X_test) - Y_test) ** 2) / np.sum(Y_test**2)
 print(f"test relative error ||F_hat - F||^2 / ||F||^2 = {relative_error:.1e}")
-print(
-    f"final objective of each start: {np.array2string(model.init_losses_, precision=2)}"
-)
+print(f"starts run: {model.n_init_run_} of {model.n_init}")
+print(f"their final objectives: {np.array2string(model.init_losses_, precision=2)}")
+print(f"their L-BFGS iterations: {model.init_n_iter_}")
 
 # %%
-# The heads come out in some order; :func:`~sklearn_attn.match_heads` pairs
-# them with the true heads (Hungarian matching) and reports relative errors.
+# The heads come out in some order;
+# :func:`~sklearn_attn.attention.match_heads` pairs them with the true heads
+# (Hungarian matching) and reports relative parameter errors.
 matched = match_heads(model.theta_, model.values_, layer.theta, layer.values)
 print(f"learned head for each true head: {matched.assignment.tolist()}")
 print(f"relative errors: Theta {matched.theta_error:.1e}, W {matched.values_error:.1e}")
@@ -64,9 +75,10 @@ print(f"relative errors: Theta {matched.theta_error:.1e}, W {matched.values_erro
 # %%
 # Learned and true attention on one test sequence
 # -----------------------------------------------
-# Row ``a`` of each map is the distribution of output token ``a`` over the
-# ``k = 8`` tokens. The learned maps, reordered to the true heads, are the true
-# ones; the right column shows the training objective of the kept start.
+# Row :math:`a` of each map is the distribution of output token :math:`a`
+# over the :math:`k = 8` tokens. The learned maps, reordered to the true heads,
+# are the true ones; the right panel shows the training objective of the kept
+# start along its L-BFGS iterations.
 x = X_test[:1]
 true_attention = multihead_attention(
     x, layer.theta, layer.values, return_attention=True
@@ -75,7 +87,7 @@ learned_attention = model.attention_weights(x)[0][matched.assignment]
 
 fig, axes = plt.subplot_mosaic(
     [["true 1", "learned 1", "curve"], ["true 2", "learned 2", "curve"]],
-    figsize=(10, 6),
+    figsize=(10, 6.2),
     layout="constrained",
     width_ratios=[1, 1, 1.3],
 )
@@ -84,24 +96,32 @@ for head in range(2):
         ax = axes[f"{name} {head + 1}"]
         image = ax.imshow(maps[head], vmin=0, vmax=1, cmap="viridis")
         ax.set_title(f"{name} attention, head {head + 1}", fontsize=9)
-        ax.set_xlabel("key token b")
-        ax.set_ylabel("output token a")
+        ax.set_xticks(range(0, 8, 2))
+        ax.set_yticks(range(0, 8, 2))
+        ax.set_xlabel("key token $b$")
+        ax.set_ylabel("output token $a$")
 fig.colorbar(
     image,
-    ax=[axes[k] for k in ("learned 1", "learned 2")],
+    ax=[axes[k] for k in ("true 2", "learned 2")],
+    location="bottom",
     shrink=0.8,
     label="softmax weight",
 )
-axes["curve"].semilogy(model.loss_curve_)
-axes["curve"].set_xlabel("L-BFGS iteration")
-axes["curve"].set_ylabel("training objective")
-axes["curve"].set_title("kept start", fontsize=9)
-axes["curve"].grid(True, alpha=0.3)
+curve = axes["curve"]
+curve.semilogy(np.arange(1, len(model.loss_curve_) + 1), model.loss_curve_)
+curve.set_xlabel("L-BFGS iteration")
+curve.set_ylabel("training objective")
+curve.set_title(f"kept start ({model.n_iter_} iterations)", fontsize=9)
+curve.grid(True, which="major", alpha=0.3)
+mantissa, exponent = f"{relative_error:.1e}".split("e")
 fig.suptitle(
-    f"Planted 2-head layer, d = k = 8: test relative error {relative_error:.0e}"
+    "Planted 2-head layer, $d = k = 8$, $n = 1000$: test relative error "
+    f"$\\|\\hat F - F\\|^2 / \\|F\\|^2 = {mantissa} \\times 10^{{{int(exponent)}}}$",
+    fontsize=11,
 )
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
+    fig.savefig("mha_planted.png", dpi=120, bbox_inches="tight")
 
 # %%
-# The maximum difference between the learned and true attention weights:
+# The largest difference between the learned and true attention weights:
 print(f"max |learned - true| = {np.abs(learned_attention - true_attention).max():.1e}")
-plt.show()
