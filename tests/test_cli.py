@@ -156,6 +156,12 @@ def test_demo_writes_tables_and_figure(tmp_path, capsys):
     assert all(float(row["test_loss"]) > 0 for row in rows)
     _, rows = _read_csv(out / "potts_real.csv")
     assert float(rows[0]["precision_top_L/5"]) > 0.5
+    # Every pair of PF00014's 53 columns, ranked as contact_precision ranks them.
+    _, contacts = _read_csv(out / "potts_contacts.csv")
+    assert len(contacts) == 53 * 52 // 2
+    ranked = sorted((r for r in contacts if r["rank"]), key=lambda r: int(r["rank"]))
+    top_l = [r["contact"] == "True" for r in ranked[:53]]
+    assert sum(top_l) / 53 == float(rows[0]["precision_top_L"])
     assert (out / "mha_learning_curves.csv").stat().st_size > 0
     assert list(out.glob("implicit_bias_*.csv"))
     if HAS_MATPLOTLIB:

@@ -32,7 +32,20 @@ from ..attention._implicit_bias import (
     train_attention_classifier,
 )
 from ..attention._max_margin import _constraint_vectors, max_margin_svm
-from ._common import Progress, format_table, run_tasks, seed_pair, summarize
+from ._common import (
+    Progress,
+    _caption,
+    _curve,
+    _figure,
+    _figure_legend,
+    _log_axis,
+    _save,
+    _seeds_text,
+    format_table,
+    run_tasks,
+    seed_pair,
+    summarize,
+)
 
 __all__ = [
     "default_implicit_bias_config",
@@ -233,6 +246,9 @@ def _evaluate(structure, parametrization, data, result, cfg, cache):
                 else np.nan
             )
         row["opt_attention_mean"] = float(np.mean(result.opt_attention[:, c]))
+        row["n_samples"] = int(cfg[structure]["n_samples"])
+        row["n_tokens"] = int(cfg[structure]["n_tokens"])
+        row["dim"] = int(cfg[structure]["dim"])
         row["n_seeds"] = n_seeds
         row["n_reached"] = int(reached.sum())
         row["n_positive_margin"] = int(np.isfinite(ratio[0, :, c]).sum())
@@ -285,9 +301,10 @@ def run_implicit_bias(
     Parameters
     ----------
     quick : bool, default=False
-        Reduced settings (3 seeds, 4000 steps of 3%): a few seconds on two
-        cores. The default (20 seeds, 80000 steps of 1%) takes about a
-        minute.
+        Reduced settings (3 seeds, 4000 steps of 3%): under 20 s on two
+        cores, loaded or not (9 to 17 s at loads of 4 to 11). The default
+        (20 seeds, 80000 steps of 1%) took under two minutes at a load of
+        7 to 9.
     n_seeds : int, default=None
         Number of instances per structure; ``None`` uses the setting's
         default (20, or 3 with ``quick``).
@@ -316,7 +333,8 @@ def run_implicit_bias(
         positive), quartiles of ``log10(L - L*)`` and the mean attention on
         the optimal token (the loss over the runs that reach ``L*`` only,
         counted in ``n_reached``; ``n_positive_margin`` counts the runs whose
-        ratios are defined). ``"final"``: one row per structure,
+        ratios are defined), and the instances' sizes ``n_samples``,
+        ``n_tokens`` and ``dim``. ``"final"``: one row per structure,
         parametrization and seed at the last step (also ``||W||_* / margin``,
         the SVM optima, ranks at relative tolerance ``rank_tol``, whether the
         optimal tokens were selected). ``"spectra"``: singular values of
@@ -395,10 +413,10 @@ def format_implicit_bias_summary(tables):
     Returns
     -------
     text : str
-        One line per structure and parametrization: mean (min) over seeds of
-        the correlation with the nuclear (l1) and Frobenius (l2) SVMs, mean
-        normalised ratios, mean rank of ``W`` against the SVMs', and how many
-        runs selected the optimal tokens.
+        One line per structure and parametrization: mean (min) over seeds
+        (the title says how many) of the correlation with the nuclear (l1)
+        and Frobenius (l2) SVMs, mean normalised ratios, mean rank of ``W``
+        against the SVMs', and how many runs selected the optimal tokens.
     """
     lines = []
     rows = tables.get("final") or []
@@ -431,35 +449,74 @@ def format_implicit_bias_summary(tables):
         "rank W / nuc / fro",
         "optimal tokens",
     ]
+    seeds = _seeds_text(
+        sum(r["structure"] == s and r["parametrization"] == p for r in rows)
+        for s in STRUCTURES
+        for p in PARAMETRIZATIONS
+        if any(r["structure"] == s and r["parametrization"] == p for r in rows)
+    )
     return (
         "Implicit bias of softmax attention (separate K Q^T -> nuclear/l1 SVM, "
-        "combined W -> Frobenius/l2 SVM)\n" + format_table(header, lines)
+        f"combined W -> Frobenius/l2 SVM), mean (min) over {seeds}\n"
+        + format_table(header, lines)
     )
 
 
 # -- figure ----------------------------------------------------------------------------
 _COLORS = {"separate": "tab:blue", "combined": "tab:orange"}
-_SVM_LABEL = {"full": ("nuclear", "Frobenius"), "diagonal": ("l1", "l2")}
+_LABELS = {"separate": "separate $(K, Q)$", "combined": "combined $W$"}
+_SVM_LABEL = {
+    "full": ("nuclear", "Frobenius"),
+    "diagonal": (r"$\ell_1$", r"$\ell_2$"),
+}
+# Solid: the nuclear-norm (l1) SVM, dashed: the Frobenius-norm (l2) one.
+_SVM_STYLE = {"nuc": "-", "fro": "--"}
 
 
-def _band(ax, x, mean, std, **kw):
-    mean, std = np.asarray(mean, float), np.asarray(std, float)
-    (line,) = ax.plot(x, mean, **kw)
-    ax.fill_between(
-        x, mean - std, mean + std, color=line.get_color(), alpha=0.15, linewidth=0
-    )
+_MAX_DIGITS = 1e300
+
+
+def _loss_gap_axis(ax):
+    """``-log10(L - L*)``, the decimal digits of the loss gap, on a log axis.
+
+    The gap falls faster than exponentially, to ``10^(-10^40)`` and below,
+    beyond floating point: what can be drawn is its number of digits (the
+    tables hold ``log10(L - L*)``). Call it after the data are drawn: the
+    limits and ticks are set from them, as matplotlib's own would pass the
+    largest float on an axis of 300 decades.
+    """
+    from matplotlib import ticker
+
+    ax.set_yscale("log")
+    low, high = ax.dataLim.intervaly
+    if not (np.isfinite(low) and np.isfinite(high) and 0 < low <= high):
+        low, high = 0.1, 10.0  # nothing drawn
+    top = max(1, int(np.ceil(np.log10(high))))
+    # At most six ticks, at 1, 2 or 5 times a power of ten of decades.
+    step = min(k * 10**e for e in range(4) for k in (1, 2, 5) if k * 10**e >= top / 5)
+    ax.yaxis.set_major_locator(ticker.FixedLocator(10.0 ** np.arange(0, top + 1, step)))
+    ax.yaxis.set_major_formatter(ticker.LogFormatterSciNotation(base=10))
+    ax.yaxis.set_minor_locator(ticker.NullLocator())
+    ax.set_ylim(min(low, 1.0) / 2, 10.0 ** min(top + 0.5, 305))
 
 
 def plot_implicit_bias(tables, path=None):
-    """Draw the figure of :func:`run_implicit_bias`'s tables.
+    r"""Draw the figure of :func:`run_implicit_bias`'s tables.
 
-    One row per structure (diagonal, full): ``log10(-log10(L - L*))`` against
-    the iteration (median and quartiles over the runs that reach ``L*``);
-    correlation of ``W`` with the nuclear (l1) and Frobenius (l2) SVMs,
-    mean ± std; the norm ratios
-    ``||W||_* / margin`` and ``||W||_F / margin`` over their optima; the
+    One row per structure (diagonal, full), against the iteration: the loss
+    gap :math:`L - L^*` (median, and quartiles when several runs reach
+    :math:`L^*`, over the runs that do; its axis is log-log, as the gap
+    falls to :math:`10^{-10^{40}}`; the title counts the runs that reach
+    :math:`L^*`); the correlation of ``W`` with the nuclear (:math:`\ell_1`)
+    and Frobenius (:math:`\ell_2`) SVMs, mean ± std; the norm ratios
+    :math:`\|W\|_* / \mathrm{margin}` and :math:`\|W\|_F / \mathrm{margin}`
+    over their optima, once every run has a positive margin; and the
     singular values of ``W / margin`` at the end against those of the SVM
-    solutions (for diagonal weights: the sorted ``|w_j|``).
+    solutions (for diagonal weights: the sorted :math:`|w_j|`). Colour is the
+    parametrization; solid lines refer to the nuclear (:math:`\ell_1`) SVM,
+    dashed ones to the Frobenius (:math:`\ell_2`) SVM. Bands (± one std or
+    quartiles) only over several seeds. One legend for the figure, below the
+    panels; the title states the sizes and the number of seeds.
 
     matplotlib is imported here, not with the module; no pyplot state is used.
 
@@ -473,6 +530,7 @@ def plot_implicit_bias(tables, path=None):
     Returns
     -------
     fig : matplotlib.figure.Figure
+        The figure.
 
     Examples
     --------
@@ -481,128 +539,170 @@ def plot_implicit_bias(tables, path=None):
     >>> fig = plot_implicit_bias(run_implicit_bias(quick=True, progress=False),
     ...                          "implicit_bias.png")  # doctest: +SKIP
     """
-    from matplotlib.figure import Figure
-
     traj = tables.get("trajectories") or []
     spectra = tables.get("spectra") or []
     structures = [s for s in STRUCTURES if any(r["structure"] == s for r in traj)]
-    fig = Figure(figsize=(15, 3.4 * max(len(structures), 1)), layout="constrained")
-    axes = fig.subplots(max(len(structures), 1), 4, squeeze=False)
+    n_rows = max(len(structures), 1)
+    fig = _figure(14.0, 3.3 * n_rows + 1.2)
+    axes = fig.subplots(n_rows, 4, squeeze=False)
+    sizes = []
     for i, s in enumerate(structures):
-        nuc, fro = _SVM_LABEL[s]
         ax_loss, ax_corr, ax_ratio, ax_sv = axes[i]
+        rows_s = [r for r in traj if r["structure"] == s and r["iteration"] > 0]
+        last = max(r["iteration"] for r in rows_s)
+        first = rows_s[0]
+        sizes.append(
+            f"{s}: $n = {first.get('n_samples', '?')}$, "
+            f"$T = {first.get('n_tokens', '?')}$, $d = {first.get('dim', '?')}$"
+        )
+        ax_loss.set_yscale("log")
+        ax_loss.set_autoscaley_on(False)  # _loss_gap_axis sets the limits
+        reached = []
         for p in PARAMETRIZATIONS:
             rows = sorted(
-                (r for r in traj if r["structure"] == s and r["parametrization"] == p),
+                (r for r in rows_s if r["parametrization"] == p),
                 key=lambda r: r["iteration"],
             )
-            rows = [r for r in rows if r["iteration"] > 0]
             if not rows:
                 continue
-            it = [r["iteration"] for r in rows]
-            color = _COLORS[p]
-            # log10(-log10(L - L*)) on a linear axis: -log10(L - L*) reaches
-            # 1e300 and +inf (once even the logarithm leaves float64).
-            with np.errstate(invalid="ignore", divide="ignore"):
-                loss = {
-                    key: np.log10(
-                        -np.array([r[f"log10_excess_loss_{key}"] for r in rows])
-                    )
-                    for key in ("median", "q25", "q75")
-                }
-            shown = np.isfinite(loss["median"]) & np.isfinite(loss["q25"])
-            shown &= np.isfinite(loss["q75"])
-            ax_loss.plot(
-                np.array(it)[shown],
-                loss["median"][shown],
-                color=color,
-                label=f"{p} ({rows[-1]['n_reached']}/{rows[-1]['n_seeds']} reach L*)",
-            )
-            ax_loss.fill_between(
-                np.array(it)[shown],
-                loss["q75"][shown],
-                loss["q25"][shown],
-                color=color,
-                alpha=0.15,
-                linewidth=0,
-            )
-            # Ratios once every run has a positive margin (before, some are NaN).
-            settled = [r for r in rows if r["n_positive_margin"] == r["n_seeds"]]
-            for name, style, label in (("nuc", "-", nuc), ("fro", "--", fro)):
-                _band(
-                    ax_corr,
-                    it,
-                    [r[f"corr_{name}_mean"] for r in rows],
-                    [r[f"corr_{name}_std"] for r in rows],
-                    color=color,
-                    linestyle=style,
-                    label=f"{p} vs {label} SVM",
-                )
-                _band(
-                    ax_ratio,
-                    [r["iteration"] for r in settled],
-                    [r[f"ratio_{name}_mean"] for r in settled],
-                    [r[f"ratio_{name}_std"] for r in settled],
-                    color=color,
-                    linestyle=style,
-                    label=f"{p}: {label} norm / margin",
-                )
-        last = max((r["iteration"] for r in traj if r["structure"] == s), default=1)
+            _plot_trajectories(ax_loss, ax_corr, ax_ratio, rows, p)
+            reached.append(f"{p} {rows[-1]['n_reached']}/{rows[-1]['n_seeds']}")
         for ax in (ax_loss, ax_corr, ax_ratio):
-            if not any(len(line.get_xdata()) for line in ax.lines):
-                # Nothing to draw (no run reached L*, say): a log axis needs
-                # positive limits of its own.
-                ax.set_xlim(1, max(last, 10))
-            ax.set_xscale("log")
+            ax.set_xlim(1, last * 1.2)
+            _log_axis(ax, "x")
             ax.set_xlabel("iteration")
-            ax.grid(True, alpha=0.3)
-        ax_loss.set_ylabel("log10(-log10(L - L*))")
-        ax_loss.set_title(f"{s} weights: excess loss (runs reaching L*)", fontsize=9)
-        ax_loss.legend(fontsize=7)
+            ax.grid(True, which="major", alpha=0.3)
+        nuc, fro = _SVM_LABEL[s]
+        _loss_gap_axis(ax_loss)
+        ax_loss.set_ylabel(r"$-\log_{10}(L - L^*)$")
+        ax_loss.set_title(
+            f"{s} $W$: loss gap $L - L^* = 10^{{-y}}$\n"
+            f"reaching $L^*$: {', '.join(reached)}",
+            fontsize=9,
+        )
         ax_corr.set_ylim(max(0.0, ax_corr.get_ylim()[0]), 1.01)
-        ax_corr.set_ylabel("correlation with SVM solution")
-        ax_corr.set_title(f"solid: {nuc} SVM, dashed: {fro} SVM", fontsize=9)
-        ax_corr.legend(fontsize=6)
-        ax_ratio.set_yscale("log")
+        ax_corr.set_ylabel("correlation with the SVM solution")
+        ax_corr.set_title(f"{s} $W$ vs {nuc} (solid), {fro} (dashed) SVM", fontsize=9)
         ax_ratio.set_ylim(0.95, 3.0)
+        _log_axis(ax_ratio, "y", ticks=(1.0, 1.25, 1.5, 2.0, 3.0))
         ax_ratio.axhline(1.0, color="k", linewidth=0.8)
         ax_ratio.set_ylabel("norm / margin over its optimum")
-        ax_ratio.set_title("1 = max-margin (once all margins are positive)", fontsize=9)
-        ax_ratio.legend(fontsize=6)
-        styles = {
-            "separate": ("o-", _COLORS["separate"]),
-            "combined": ("s-", _COLORS["combined"]),
-            "svm_nuclear": ("--", "k"),
-            "svm_frobenius": (":", "k"),
-        }
-        for source, (fmt, color) in styles.items():
-            rows = sorted(
-                (r for r in spectra if r["structure"] == s and r["source"] == source),
-                key=lambda r: r["index"],
-            )
-            if rows:
-                label = {
-                    "svm_nuclear": f"{nuc} SVM",
-                    "svm_frobenius": f"{fro} SVM",
-                }.get(source, source)
-                ax_sv.plot(
-                    [r["index"] for r in rows],
-                    [r["value_mean"] for r in rows],
-                    fmt,
-                    color=color,
-                    markersize=4,
-                    label=label,
-                )
-        ax_sv.set_xlabel("index")
-        ax_sv.set_ylabel("singular value of W / margin")
-        ax_sv.set_title("spectrum at the end (mean over seeds)", fontsize=9)
-        ax_sv.grid(True, alpha=0.3)
-        ax_sv.legend(fontsize=7)
-    fig.suptitle(
-        "Implicit bias of softmax attention: separate (K, Q) -> nuclear/l1 "
-        "max margin, combined W -> Frobenius/l2 max margin",
-        fontsize=10,
+        ax_ratio.set_title("norm / margin, once all margins > 0", fontsize=9)
+        _plot_spectra(ax_sv, [r for r in spectra if r["structure"] == s], s)
+    n_seeds = _seeds_text(r["n_seeds"] for r in traj)
+    several = any(r["n_seeds"] > 1 for r in traj)
+    steps = max((r["iteration"] for r in traj), default=0)
+    _caption(
+        fig,
+        "Implicit bias of softmax attention (Sheen et al., 2024): separate "
+        r"$(K, Q)$ $\to$ nuclear ($\ell_1$) max margin, combined $W$ $\to$ "
+        r"Frobenius ($\ell_2$) max margin",
+        "; ".join(sizes)
+        + f"; {n_seeds} (an instance each), {steps} steps"
+        + ("; bands: ± one std (loss gap: quartiles)" if several else ""),
     )
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    _figure_legend(fig, ncols=4, order=list(_LABELS.values()))
+    _save(fig, path)
     return fig
+
+
+def _plot_trajectories(ax_loss, ax_corr, ax_ratio, rows, p):
+    it = np.array([r["iteration"] for r in rows], dtype=float)
+    color = _COLORS[p]
+    n_seeds = rows[-1]["n_seeds"]
+    n_reached = rows[-1]["n_reached"]
+    digits = {
+        key: -np.array([r[f"log10_excess_loss_{key}"] for r in rows], dtype=float)
+        for key in ("median", "q25", "q75")
+    }
+    # Past 1e300 digits (or once log10(L - L*) itself is -inf) the axis would
+    # leave float64: the band stops at the cap, the median is not drawn.
+    digits["median"][~(digits["median"] <= _MAX_DIGITS)] = np.nan
+    for key in ("q25", "q75"):
+        digits[key] = np.minimum(digits[key], _MAX_DIGITS)
+    # The quartiles of log10(L - L*): q75 is the larger gap, fewer digits.
+    _curve(
+        ax_loss,
+        it,
+        digits["median"],
+        low=digits["q75"],
+        high=digits["q25"],
+        n_seeds=n_reached,
+        color=color,
+        marker=None,
+        label=_LABELS[p],
+    )
+    # Ratios once every run has a positive margin (before, some are NaN).
+    settled = [r for r in rows if r["n_positive_margin"] == r["n_seeds"]]
+    for name, style in _SVM_STYLE.items():
+        label = _LABELS[p] if style == "-" else None
+        mean = np.array([r[f"corr_{name}_mean"] for r in rows], dtype=float)
+        std = np.array([r[f"corr_{name}_std"] for r in rows], dtype=float)
+        _curve(
+            ax_corr,
+            it,
+            mean,
+            low=mean - std,
+            high=mean + std,
+            n_seeds=n_seeds,
+            color=color,
+            linestyle=style,
+            marker=None,
+            label=label,
+        )
+        mean = np.array([r[f"ratio_{name}_mean"] for r in settled], dtype=float)
+        std = np.array([r[f"ratio_{name}_std"] for r in settled], dtype=float)
+        ax_ratio.set_yscale("log")
+        _curve(
+            ax_ratio,
+            [r["iteration"] for r in settled],
+            mean,
+            low=np.maximum(mean - std, 0.5),
+            high=mean + std,
+            n_seeds=n_seeds,
+            color=color,
+            linestyle=style,
+            marker=None,
+            label=label,
+        )
+
+
+def _plot_spectra(ax, spectra, structure):
+    from matplotlib import ticker
+
+    nuc, fro = _SVM_LABEL[structure]
+    styles = {
+        "separate": dict(color=_COLORS["separate"], marker="o"),
+        "combined": dict(color=_COLORS["combined"], marker="s"),
+        "svm_nuclear": dict(
+            color="k",
+            linestyle="-",
+            linewidth=0.9,
+            marker=None,
+            label=r"nuclear ($\ell_1$) SVM: solid",
+        ),
+        "svm_frobenius": dict(
+            color="k",
+            linestyle="--",
+            linewidth=0.9,
+            marker=None,
+            label=r"Frobenius ($\ell_2$) SVM: dashed",
+        ),
+    }
+    for source, style in styles.items():
+        rows = sorted(
+            (r for r in spectra if r["source"] == source), key=lambda r: r["index"]
+        )
+        if rows:
+            _curve(
+                ax,
+                [r["index"] for r in rows],
+                [r["value_mean"] for r in rows],
+                markersize=4,
+                **style,
+            )
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("index (largest first)")
+    ax.set_ylabel("singular value of $W$ / margin")
+    ax.set_title("spectra at the end (mean over seeds)", fontsize=9)
+    ax.grid(True, alpha=0.3)

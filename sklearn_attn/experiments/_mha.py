@@ -27,7 +27,20 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..attention._learner import MultiHeadAttentionLearner, match_heads
 from ..datasets._attention import make_attention_layer_regression
-from ._common import Progress, format_table, run_tasks, seed_pair, summarize
+from ._common import (
+    Progress,
+    _caption,
+    _curve,
+    _figure,
+    _figure_legend,
+    _log_axis,
+    _save,
+    _seeds_text,
+    format_table,
+    run_tasks,
+    seed_pair,
+    summarize,
+)
 
 __all__ = ["default_mha_config", "format_mha_summary", "plot_mha", "run_mha"]
 
@@ -167,9 +180,10 @@ def run_mha(
     Parameters
     ----------
     quick : bool, default=False
-        Reduced settings (``d = k = 4``, ``m`` in {1, 2}, four sizes, two
-        repetitions) that run in well under 30 seconds on two cores; the
-        default settings take a few minutes.
+        Reduced settings (``d = k = 4``, ``m`` in {1, 2}, six sizes, two
+        repetitions): 25 s to a minute on a two-core machine (measured at
+        loads of 1 to 11). The default settings took about 70 s on two free
+        cores.
     n_seeds : int, default=None
         Repetitions (new planted layer, data and starts each); ``None`` uses
         the setting's default (3, or 2 with ``quick``).
@@ -303,7 +317,8 @@ def format_mha_summary(tables):
     first = rows[0]
     return (
         f"Planted multi-head attention, d={first['d']}, k={first['k']}: median "
-        f"test ||F_hat - F||^2 / ||F||^2 over {first['n_seeds']} seeds\n"
+        f"test ||F_hat - F||^2 / ||F||^2 over "
+        f"{_seeds_text(r['n_seeds'] for r in rows)}\n"
         + format_table(["m", "n", *MODELS, "learner recovered"], lines)
     )
 
@@ -314,18 +329,22 @@ _COLORS = {
     "uniform_linear": "tab:green",
 }
 _LABELS = {
-    "learner": "m heads",
-    "too_few_heads": "m - 1 heads",
+    "learner": "learner, $m$ heads",
+    "too_few_heads": "learner, $m - 1$ heads",
     "uniform_linear": "uniform attention, linear",
 }
 
 
 def plot_mha(tables, path=None):
-    """Draw :func:`run_mha`'s table: test error against ``n``, a panel per ``m``.
+    r"""Draw :func:`run_mha`'s table: test error against ``n``, a panel per ``m``.
 
-    Lines are medians over the repetitions, bands span the smallest to the
-    largest error (log scales; errors are floored at 1e-18 for display).
-    matplotlib is imported here, not with the module.
+    Lines are medians of the test relative error
+    :math:`\|\hat F - F\|^2 / \|F\|^2` over the repetitions; bands span the
+    smallest to the largest error when there are several repetitions (log
+    scales; errors are floored at 1e-18 for display). The dotted line is the
+    success threshold 1e-6. One legend for the figure, below the panels; the
+    title states the sizes and the number of seeds. matplotlib is imported
+    here, not with the module.
 
     Parameters
     ----------
@@ -337,15 +356,22 @@ def plot_mha(tables, path=None):
     Returns
     -------
     fig : matplotlib.figure.Figure
+        The figure.
     """
-    from matplotlib.figure import Figure
-
     rows = tables.get("learning_curves") or []
     heads = sorted({r["m"] for r in rows})
-    fig = Figure(figsize=(3.4 * max(len(heads), 1), 3.2), layout="constrained")
-    axes = fig.subplots(1, max(len(heads), 1), squeeze=False)[0]
+    fig = _figure(3.6 * max(len(heads), 1) + 0.4, 3.9)
+    axes = fig.subplots(1, max(len(heads), 1), squeeze=False, sharey=True)[0]
     floor = 1e-18
     for ax, m in zip(axes, heads, strict=False):
+        ax.set_yscale("log")
+        ax.axhline(
+            _SUCCESS,
+            color="k",
+            linewidth=0.6,
+            linestyle=":",
+            label=f"success threshold ($10^{{{int(np.log10(_SUCCESS))}}}$)",
+        )
         for model in MODELS:
             sel = sorted(
                 (r for r in rows if r["m"] == m and r["model"] == model),
@@ -353,35 +379,33 @@ def plot_mha(tables, path=None):
             )
             if not sel:
                 continue
-            n = [r["n_train"] for r in sel]
-            median = np.maximum([r["error_median"] for r in sel], floor)
-            low = np.maximum([r["error_min"] for r in sel], floor)
-            high = np.maximum([r["error_max"] for r in sel], floor)
-            ax.plot(
-                n,
-                median,
-                marker="o",
-                markersize=3,
+            _curve(
+                ax,
+                [r["n_train"] for r in sel],
+                np.maximum([r["error_median"] for r in sel], floor),
+                low=np.maximum([r["error_min"] for r in sel], floor),
+                high=np.maximum([r["error_max"] for r in sel], floor),
+                n_seeds=min(r["n_seeds"] for r in sel),
                 color=_COLORS[model],
                 label=_LABELS[model],
             )
-            ax.fill_between(n, low, high, color=_COLORS[model], alpha=0.15, linewidth=0)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_ylim(floor / 10, 10)
-        ax.axhline(_SUCCESS, color="k", linewidth=0.6, linestyle=":")
-        ax.set_title(f"m = {m} planted head{'s' if m > 1 else ''}", fontsize=9)
-        ax.set_xlabel("n (training sequences)")
+        _log_axis(ax, "x", ticks=[r["n_train"] for r in rows if r["m"] == m])
+        _log_axis(ax, "y")
+        ax.set_title(f"$m = {m}$ planted head{'s' if m > 1 else ''}", fontsize=9)
+        ax.set_xlabel("$n$ (training sequences)")
         ax.grid(True, which="major", alpha=0.3)
     if heads:
-        axes[0].set_ylabel("test ||F_hat - F||^2 / ||F||^2")
-        axes[len(heads) - 1].legend(fontsize=7)  # the last panel has every model
+        axes[0].set_ylabel(r"test $\|\hat F - F\|^2 / \|F\|^2$")
     if rows:
-        fig.suptitle(
-            f"Learning planted attention layers (d={rows[0]['d']}, "
-            f"k={rows[0]['k']}, Boolean inputs): median, min to max",
-            fontsize=10,
+        several = any(r["n_seeds"] > 1 for r in rows)
+        _caption(
+            fig,
+            "Learning planted multi-head attention layers (Chen and Li, 2024)",
+            f"$d = {rows[0]['d']}$, $k = {rows[0]['k']}$ tokens, Boolean inputs, "
+            f"noiseless; median over {_seeds_text(r['n_seeds'] for r in rows)}"
+            + (", bands from the smallest to the largest error" if several else ""),
         )
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    _figure_legend(fig, ncols=4, order=list(_LABELS.values()))
+    _save(fig, path)
     return fig

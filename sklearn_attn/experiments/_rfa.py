@@ -25,7 +25,21 @@ from sklearn.model_selection import learning_curve
 
 from ..datasets import make_token_regression
 from ..random_features import RFMLP, BiasedRFA, RandomFeatureAttentionRegressor
-from ._common import Progress, format_table, run_tasks, seed_pair, summarize
+from ._common import (
+    Progress,
+    _caption,
+    _curve,
+    _figure,
+    _figure_legend,
+    _log_axis,
+    _mean_spread,
+    _save,
+    _seeds_text,
+    format_table,
+    run_tasks,
+    seed_pair,
+    summarize,
+)
 
 __all__ = ["default_config", "format_rfa_summary", "plot_rfa", "run_rfa"]
 
@@ -58,9 +72,11 @@ MODELS = ("RFA", "BiasedRFA", "RFMLP")
 # too little regularisation. n avoids the interpolation threshold p = 3600.
 #
 # Run time on a 2-core machine with nothing else running: about 5 minutes
-# (4 seeds; part A ~3, part B ~2); --quick about 12 s. Other processes on
-# the same cores slow it down more than proportionally (thread
-# oversubscription): 7-14 minutes were measured at a load of 4 to 6.
+# (4 seeds; part A ~3, part B ~2); --quick 15 s (before gamma = 1 was added
+# to its part B, a sixth more fits, so that its curves have three points).
+# Other processes on the same cores slow it down more than proportionally
+# (thread oversubscription): 7-14 minutes were measured at a load of 4 to 6,
+# and 75-175 s for --quick at a load of 5 to 11.
 _DEFAULT_CONFIG = {
     "n_seeds": 4,
     "n_test": 2000,
@@ -101,7 +117,7 @@ _QUICK_CONFIG = {
         "token_dim": 8,
         "n_keys": 8,
         "degrees": (2,),
-        "gammas": (0.5, 2.0),
+        "gammas": (0.5, 1.0, 2.0),
         "models": ("RFA", "BiasedRFA"),
         "n_heads": 150,
         "alpha": 1.0,
@@ -284,9 +300,10 @@ def run_rfa(
     Parameters
     ----------
     quick : bool, default=False
-        Use the reduced settings (fewer ``N``, heads, sizes and repetitions),
-        which run in well under a minute on two cores. The default settings
-        take a few minutes.
+        Use the reduced settings (fewer ``N``, heads, sizes and repetitions):
+        75 s to 3 minutes on a two-core machine shared with other work
+        (measured at loads of 5 to 11), much less on free cores. The default
+        settings took about 5 minutes on two free cores.
     n_seeds : int, default=None
         Number of repetitions; ``None`` uses the setting's default (4, or 2
         with ``quick``).
@@ -411,12 +428,6 @@ def run_rfa(
 # -- summary -------------------------------------------------------------------
 
 
-def _fmt(mean, std):
-    if mean is None or not np.isfinite(mean):
-        return "-"
-    return f"{mean:.3g} \u00b1 {std:.1g}"
-
-
 def _at_largest_n(rows):
     largest = {}
     for row in rows:
@@ -439,7 +450,8 @@ def format_rfa_summary(tables):
     text : str
         One table per part: a line per target and ``N`` (part A) or target and
         ``gamma`` (part B), a column per model, cells ``mean ± std`` of the
-        normalised test error over the repetitions.
+        normalised test error over the repetitions (the mean alone over one
+        repetition); each table's title says how many.
     """
     parts = []
     for name, title in (
@@ -459,13 +471,19 @@ def format_rfa_summary(tables):
             n_train = None
             for model in models:
                 row = largest.get((target, degree, gamma, n_keys, model))
-                cells.append(_fmt(row["error_mean"], row["error_std"]) if row else "-")
+                cells.append(
+                    _mean_spread(row["error_mean"], row["error_std"], row["n_seeds"])
+                    if row
+                    else "-"
+                )
                 n_train = row["n_train"] if row else n_train
             cells.append(str(n_train))
             lines.append(cells)
         d = rows[0]["d"]
+        seeds = _seeds_text(row["n_seeds"] for row in rows)
+        spread = " \u00b1 std" if any(row["n_seeds"] > 1 for row in rows) else ""
         parts.append(
-            f"{title} (MSE / Var y, mean \u00b1 std over seeds), d={d}\n"
+            f"{title} (MSE / Var y, mean{spread} over {seeds}), d={d}\n"
             + format_table(["target", "N", *models, "n"], lines)
         )
     return "\n\n".join(parts)
@@ -476,37 +494,41 @@ def format_rfa_summary(tables):
 _COLORS = {"RFA": "tab:blue", "BiasedRFA": "tab:orange", "RFMLP": "tab:green"}
 
 
-def _band(ax, x, mean, std, **kw):
-    mean, std = np.asarray(mean), np.asarray(std)
-    (line,) = ax.plot(x, mean, marker="o", markersize=3, **kw)
-    # Log axes: keep the lower edge of the band positive.
-    lower = np.maximum(mean - std, mean * 0.05)
-    ax.fill_between(
-        x, lower, mean + std, color=line.get_color(), alpha=0.2, linewidth=0
-    )
-    return line
+def _target_math(target, degree=None, gamma=None):
+    r"""The target as mathtext, e.g. ``$\mathrm{mean}_i\, e^{\gamma t_i}$``."""
+    power = "" if degree in (None, 1) else f"^{{{degree}}}"
+    if target == "gamma":
+        rate = r"\gamma" if gamma is None else f"{gamma:g}"
+        return rf"$\mathrm{{mean}}_i\, e^{{{rate} t_i}}$"
+    if target == "value":
+        return rf"$\mathrm{{mean}}_i\, t_i{power} x_{{i1}}$"
+    return rf"$\mathrm{{mean}}_i\, t_i{power}$"
 
 
 def _series(rows, **match):
     sel = [r for r in rows if all(r[k] == v for k, v in match.items())]
     sel.sort(key=lambda r: r["n_train"])
-    return (
-        [r["n_train"] for r in sel],
-        [r["error_mean"] for r in sel],
-        [r["error_std"] for r in sel],
-    )
+    mean = np.array([r["error_mean"] for r in sel], dtype=float)
+    std = np.array([r["error_std"] for r in sel], dtype=float)
+    n_seeds = min((r["n_seeds"] for r in sel), default=0)
+    # On log axes: keep the lower edge of the band positive.
+    low = np.maximum(mean - std, mean * 0.05)
+    return [r["n_train"] for r in sel], mean, low, mean + std, n_seeds
 
 
 def plot_rfa(tables, path=None):
-    """Draw the figure of :func:`run_rfa`'s tables.
+    r"""Draw the figure of :func:`run_rfa`'s tables.
 
-    Top rows (part A): normalised test error against ``n`` (log-log), one
-    panel per target (row) and number of keys ``N`` (column), a line per model
-    with a band of ± one standard deviation over the repetitions; the panels
-    of a row share their y axis and the dotted line at 1 is the error of
-    predicting the mean. Bottom row
-    (part B): BiasedRFA and RFA against ``gamma`` at each ``n``, their ratio,
-    and their learning curves on the degree-2 correlation target.
+    Top (part A): the normalised test error against ``n`` (log-log), one panel
+    per target (row) and number of keys ``N`` (column), a line per model with
+    a band of ± one standard deviation over the repetitions (when there are
+    several); the panels of a row share their y axis and the dotted line at 1
+    is the error of predicting the mean. Bottom (part B): BiasedRFA and RFA
+    against ``gamma`` for the targets :math:`\frac{1}{N}\sum_i e^{\gamma t_i}`
+    (a shade per ``n``), the ratio of their errors, and their learning curves
+    on the correlation targets :math:`\frac{1}{N}\sum_i t_i^p`. One legend
+    for the figure, below the panels; the title states the sizes and the
+    number of seeds. Series of fewer than three points are drawn as markers.
 
     matplotlib is imported here, not with the module; no pyplot state or
     interactive backend is used.
@@ -528,140 +550,186 @@ def plot_rfa(tables, path=None):
     >>> from sklearn_attn.experiments import plot_rfa, run_rfa
     >>> fig = plot_rfa(run_rfa(quick=True, progress=False), "rfa.png")  # doctest: +SKIP
     """
-    from matplotlib.figure import Figure
-
     rows_a = tables.get("learning_curves") or []
     rows_b = tables.get("gamma") or []
     targets = list(dict.fromkeys((r["target"], r["degree"]) for r in rows_a))
     n_keys = sorted({r["N"] for r in rows_a})
-    models = list(dict.fromkeys(r["model"] for r in rows_a))
     n_cols = max(len(n_keys), 3 if rows_b else 1)
-    n_rows = len(targets) + (1 if rows_b else 0)
-    fig = Figure(figsize=(3.2 * n_cols, 2.9 * max(n_rows, 1)), layout="constrained")
-    axes = fig.subplots(max(n_rows, 1), n_cols, squeeze=False)
-    for ax in axes.ravel():
-        ax.set_visible(False)
-
-    d_a = rows_a[0]["d"] if rows_a else None
-    for i, (target, degree) in enumerate(targets):
-        for j, n in enumerate(n_keys):
-            ax = axes[i, j]
-            ax.set_visible(True)
-            if j:  # one y scale per target, to compare the N
-                ax.sharey(axes[i, 0])
-            ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
-            for model in models:
-                x, mean, std = _series(
-                    rows_a, target=target, degree=degree, N=n, model=model
-                )
-                if x:
-                    _band(ax, x, mean, std, color=_COLORS.get(model), label=model)
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_title(
-                f"{_setting_label({'target': target, 'degree': degree})}, N={n}",
-                fontsize=9,
-            )
-            ax.grid(True, which="major", alpha=0.3)
-            if j == 0:
-                ax.set_ylabel("test MSE / Var(y)")
-            if i == len(targets) - 1:
-                ax.set_xlabel("n (training samples)")
-            if i == 0 and j == 0:
-                ax.legend(fontsize=7, title=f"d={d_a}", title_fontsize=7)
-
+    height_a = 2.6 * len(targets)
+    height_b = 2.9 if rows_b else 0.0
+    fig = _figure(3.1 * n_cols, max(height_a + height_b, 2.6) + 0.9)
+    if rows_a and rows_b:
+        top, bottom = fig.subfigures(2, 1, height_ratios=[height_a, height_b])
+    else:
+        top = bottom = fig
+    if rows_a:
+        _plot_learning_curves(top, rows_a, targets, n_keys)
     if rows_b:
-        _plot_gamma_row(axes[-1], rows_b)
-    fig.suptitle(
-        "Random-feature attention vs RFMLP (Fu et al., 2023): "
-        "normalised test error, mean \u00b1 std over seeds",
-        fontsize=10,
+        _plot_gamma_row(bottom, rows_b)
+
+    rows = rows_a + rows_b
+    parts = []
+    if rows_a:
+        first = rows_a[0]
+        parts.append(
+            f"top: $d = {first['d']}$, {first['n_params']} trained weights per model"
+        )
+    if rows_b:
+        first = rows_b[0]
+        parts.append(
+            f"bottom: $d = {first['d']}$, $N = {first['N']}$, "
+            f"{first['n_params']} trained weights"
+        )
+    seeds = _seeds_text(r["n_seeds"] for r in rows)
+    spread = ", bands ± one std" if any(r["n_seeds"] > 1 for r in rows) else ""
+    _caption(
+        fig,
+        "Random-feature attention against the random-feature MLP "
+        "(Fu et al., 2023): normalised test error MSE / Var($y$)",
+        "; ".join(parts) + f"; mean over {seeds}{spread}; $n$ training samples",
     )
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    _figure_legend(fig, ncols=7)
+    _save(fig, path)
     return fig
 
 
-def _plot_gamma_row(axes, rows):
-    gamma_rows = [r for r in rows if r["target"] == "gamma"]
-    sizes = sorted({r["n_train"] for r in gamma_rows})
-    d, n_keys = rows[0]["d"], rows[0]["N"]
-    shades = np.linspace(0.35, 1.0, max(len(sizes), 1))
+def _plot_learning_curves(fig, rows, targets, n_keys):
+    """Part A: a panel per target (row) and ``N`` (column)."""
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    sizes = sorted({r["n_train"] for r in rows})
+    axes = fig.subplots(len(targets), len(n_keys), squeeze=False, sharey="row")
+    for i, (target, degree) in enumerate(targets):
+        for j, n in enumerate(n_keys):
+            ax = axes[i, j]
+            ax.axhline(
+                1.0,
+                color="0.5",
+                linewidth=0.8,
+                linestyle=":",
+                label="predicting the mean",
+            )
+            ax.set_yscale("log")
+            for model in models:
+                x, mean, low, high, n_seeds = _series(
+                    rows, target=target, degree=degree, N=n, model=model
+                )
+                _curve(
+                    ax,
+                    x,
+                    mean,
+                    low=low,
+                    high=high,
+                    n_seeds=n_seeds,
+                    color=_COLORS.get(model),
+                    label=model,
+                )
+            ax.set_title(
+                f"{target}: {_target_math(target, degree)}, $N = {n}$", fontsize=9
+            )
+            ax.grid(True, which="major", alpha=0.3)
+            if j == 0:
+                ax.set_ylabel("test MSE / Var($y$)")
+            if i == len(targets) - 1:
+                ax.set_xlabel("$n$ (training samples)")
+    for ax in axes.ravel():
+        _log_axis(ax, "x", ticks=sizes)
+        _log_axis(ax, "y")
 
-    ax_err, ax_ratio, ax_curve = axes[0], axes[1], axes[2]
-    for ax in (ax_err, ax_ratio, ax_curve):
-        ax.set_visible(True)
-        ax.grid(True, alpha=0.3)
-    for k, size in enumerate(sizes):
+
+def _plot_gamma_row(fig, rows):
+    """Part B: errors against ``gamma``, their ratio, the correlation curves."""
+    gamma_rows = [r for r in rows if r["target"] == "gamma"]
+    corr = [r for r in rows if r["target"] != "gamma"]
+    d, n_keys = rows[0]["d"], rows[0]["N"]
+    panels = (1 if gamma_rows else 0) * 2 + (1 if corr else 0)
+    axes = list(fig.subplots(1, panels, squeeze=False)[0])
+    if gamma_rows:
+        ax_err, ax_ratio = axes[0], axes[1]
+        _plot_gamma_panels(ax_err, ax_ratio, gamma_rows)
+        ax_err.set_title(
+            f"{_target_math('gamma')}, $d = {d}$, $N = {n_keys}$ (shade: $n$)",
+            fontsize=9,
+        )
+    if corr:
+        ax_curve = axes[-1]
+        ax_curve.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
+        ax_curve.set_yscale("log")
+        degrees = sorted({r["degree"] for r in corr}, reverse=True)
+        styles = dict(zip(degrees, ["-", "--", ":", "-."], strict=False))
+        for degree in degrees:
+            for model in ("RFA", "BiasedRFA"):
+                x, mean, low, high, n_seeds = _series(corr, degree=degree, model=model)
+                _curve(
+                    ax_curve,
+                    x,
+                    mean,
+                    low=low,
+                    high=high,
+                    n_seeds=n_seeds,
+                    color=_COLORS[model],
+                    linestyle=styles[degree],
+                    label=model,
+                )
+        _log_axis(ax_curve, "x", ticks=[r["n_train"] for r in corr])
+        _log_axis(ax_curve, "y")
+        ax_curve.set_xlabel("$n$ (training samples)")
+        ax_curve.set_ylabel("test MSE / Var($y$)")
+        title = f"{_target_math('correlation', 'p')}, $d = {d}$, $N = {n_keys}$"
+        if len(degrees) > 1:
+            names = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
+            title += "\n" + ", ".join(
+                f"{names[styles[degree]]} $p = {degree}$" for degree in degrees
+            )
+        else:
+            title += f", $p = {degrees[0]}$"
+        ax_curve.set_title(title, fontsize=9)
+    for ax in axes:
+        ax.grid(True, which="major", alpha=0.3)
+
+
+def _plot_gamma_panels(ax_err, ax_ratio, rows):
+    sizes = sorted({r["n_train"] for r in rows})
+    shades = np.linspace(0.4, 1.0, len(sizes)) if len(sizes) > 1 else [1.0]
+    ax_err.set_yscale("log")
+    ax_ratio.set_yscale("log")
+    ax_ratio.axhline(1.0, color="k", linewidth=0.8)
+    for size, shade in zip(sizes, shades, strict=True):
         by_model = {}
-        for model, style in (("RFA", "-"), ("BiasedRFA", "--")):
+        for model in ("RFA", "BiasedRFA"):
             sel = sorted(
-                (r for r in gamma_rows if r["model"] == model and r["n_train"] == size),
+                (r for r in rows if r["model"] == model and r["n_train"] == size),
                 key=lambda r: r["gamma"],
             )
             if not sel:
                 continue
-            g = [r["gamma"] for r in sel]
-            m = np.array([r["error_mean"] for r in sel])
-            s = np.array([r["error_std"] for r in sel])
-            by_model[model] = (g, m)
-            color = _shade(_COLORS[model], shades[k])
-            ax_err.errorbar(
-                g,
-                m,
-                yerr=s,
-                linestyle=style,
-                marker="o",
-                markersize=3,
-                color=color,
-                capsize=2,
-                label=f"{model}, n={size}",
+            gammas = [r["gamma"] for r in sel]
+            mean = np.array([r["error_mean"] for r in sel], dtype=float)
+            std = np.array([r["error_std"] for r in sel], dtype=float)
+            by_model[model] = (gammas, mean)
+            _curve(
+                ax_err,
+                gammas,
+                mean,
+                low=np.maximum(mean - std, mean * 0.05),
+                high=mean + std,
+                n_seeds=min(r["n_seeds"] for r in sel),
+                color=_shade(_COLORS[model], shade),
             )
         if len(by_model) == 2 and by_model["RFA"][0] == by_model["BiasedRFA"][0]:
-            g = by_model["RFA"][0]
-            ratio = by_model["BiasedRFA"][1] / by_model["RFA"][1]
-            ax_ratio.plot(
-                g,
-                ratio,
-                marker="o",
-                markersize=3,
-                color=_shade("tab:purple", shades[k]),
-                label=f"n={size}",
+            # Grey shades: the legend's key to the training sizes of both panels.
+            _curve(
+                ax_ratio,
+                by_model["RFA"][0],
+                by_model["BiasedRFA"][1] / by_model["RFA"][1],
+                color=_shade("k", shade),
+                label=f"$n = {size}$",
             )
-    ax_err.set_xlabel("gamma")
-    ax_err.set_ylabel("test MSE / Var(y)")
-    ax_err.set_title(f"mean_i exp(gamma t_i), d={d}, N={n_keys}", fontsize=9)
-    ax_err.legend(fontsize=6, ncol=2)
-    ax_ratio.axhline(1.0, color="k", linewidth=0.8)
-    ax_ratio.set_yscale("log")
-    ax_ratio.set_xlabel("gamma")
+    for ax in (ax_err, ax_ratio):
+        ax.set_xlabel(r"$\gamma$")
+        _log_axis(ax, "y")
+    ax_err.set_ylabel("test MSE / Var($y$)")
     ax_ratio.set_ylabel("error BiasedRFA / error RFA")
-    ax_ratio.set_title("below 1: BiasedRFA better", fontsize=9)
-    ax_ratio.legend(fontsize=7)
-
-    ax_curve.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
-    corr = [r for r in rows if r["target"] != "gamma"]
-    degrees = sorted({r["degree"] for r in corr}, reverse=True)
-    for degree, style in zip(degrees, ["-", "--", ":", "-."], strict=False):
-        for model in ("RFA", "BiasedRFA"):
-            x, m, s = _series(corr, degree=degree, model=model)
-            if x:
-                _band(
-                    ax_curve,
-                    x,
-                    m,
-                    s,
-                    color=_COLORS[model],
-                    linestyle=style,
-                    label=f"{model}, p={degree}",
-                )
-    ax_curve.set_xscale("log", base=2)
-    if len(degrees) > 1:
-        ax_curve.set_yscale("log")
-    ax_curve.set_xlabel("n (training samples)")
-    ax_curve.set_ylabel("test MSE / Var(y)")
-    ax_curve.set_title(f"mean_i t_i^p, d={d}, N={n_keys}", fontsize=9)
-    ax_curve.legend(fontsize=7, loc="center right")
+    ax_ratio.set_title("ratio of the errors: below 1, BiasedRFA better", fontsize=9)
 
 
 def _shade(color, amount):

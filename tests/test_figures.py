@@ -1,0 +1,387 @@
+"""The reproductions' figures and summaries, drawn from small hand-made tables.
+
+The house style: no empty panel, one legend per figure (each entry a drawn
+artist), no colliding tick labels, bands and "±" only over several seeds, and
+a caption that says how many seeds. The tables are built here, not run, so
+these tests take a second or two.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from sklearn.utils import Bunch
+
+from sklearn_attn.experiments import (
+    format_implicit_bias_summary,
+    format_mha_summary,
+    format_potts_summary,
+    format_rfa_summary,
+    plot_implicit_bias,
+    plot_mha,
+    plot_potts,
+    plot_rfa,
+    write_csv,
+)
+from sklearn_attn.experiments._common import _curve, _figure, _figure_legend
+from sklearn_attn.experiments._potts import _contact_rows
+from sklearn_attn.potts import contact_precision
+
+pytest.importorskip("matplotlib")
+
+
+# -- tables ----------------------------------------------------------------------------
+def _rfa_tables(n_seeds):
+    def row(model, target, degree, gamma, n_keys, d, n, error):
+        return {
+            "model": model,
+            "target": target,
+            "degree": degree,
+            "gamma": gamma,
+            "N": n_keys,
+            "d": d,
+            "n_train": n,
+            "error_mean": error,
+            "error_std": 0.1 * error if n_seeds > 1 else 0.0,
+            "n_seeds": n_seeds,
+            "n_params": 50,
+            "alpha": 0.1,
+        }
+
+    sizes = (32, 128, 512)
+    curves = [
+        row(model, target, 1, None, n_keys, 4, n, (k + 1) / n**0.5)
+        for k, model in enumerate(("RFA", "BiasedRFA", "RFMLP"))
+        for target in ("correlation", "value")
+        for n_keys in (4, 16)
+        for n in sizes
+    ]
+    gamma = [
+        row(model, "correlation", 2, None, 8, 8, n, (k + 1) / n**0.3)
+        for k, model in enumerate(("RFA", "BiasedRFA"))
+        for n in (256, 2048)
+    ] + [
+        row(model, "gamma", None, g, 8, 8, n, (k + 1) * g / n**0.3)
+        for k, model in enumerate(("RFA", "BiasedRFA"))
+        for g in (0.5, 1.0, 2.0)
+        for n in (256, 2048)
+    ]
+    return {"learning_curves": curves, "gamma": gamma}
+
+
+def _pf_like(n_sites, rng):
+    """A contact map with the layout of ``load_pf00014``'s, and random scores."""
+    i, j = np.triu_indices(n_sites, 1)
+    distance = rng.uniform(3.0, 20.0, size=i.size)
+    scores = rng.standard_normal((n_sites, n_sites))
+    scores = scores + scores.T
+    return Bunch(contact_i=i, contact_j=j, distance=distance), scores
+
+
+def _potts_tables(n_seeds, rng):
+    synthetic = [
+        {
+            "part": "synthetic",
+            "parametrization": p,
+            "n_train": n,
+            "seed": seed,
+            "test_loss": 2.0,
+            "true_conditional_entropy": 2.0,
+            "relative_excess_loss": (5.0 if p == "full" else 0.5)
+            / n**0.8
+            * (1 + 0.1 * seed),
+            "coupling_correlation": 1 - (1 if p == "full" else 0.1) / n**0.3,
+            "n_iter": 10,
+            "fit_seconds": 0.1,
+        }
+        for p in ("factored", "full")
+        for n in (400, 1600, 6400)
+        for seed in range(n_seeds)
+    ]
+    # The default run has two PF00014 models: one above the diagonal, one below.
+    data, scores = _pf_like(20, rng)
+    real, contacts = [], []
+    for model in ("full", "factored (32 heads)")[: 1 if n_seeds == 1 else 2]:
+        scores = scores + rng.standard_normal(scores.shape)
+        precision = contact_precision(
+            scores, data.contact_i, data.contact_j, data.distance
+        )
+        real.append(
+            {
+                "part": "real",
+                "model": model,
+                "n_iter": 5,
+                "converged": False,
+                "objective_plmc_units": 1.0,
+                "fit_seconds": 1.0,
+                **{f"precision_top_{k}": v for k, v in precision.items()},
+            }
+        )
+        contacts += _contact_rows(model, scores, data)
+    return {"synthetic": synthetic, "real": real, "contacts": contacts}
+
+
+def _mha_tables(n_seeds):
+    rows = []
+    for m, model in itertools.product((1, 2), ("learner", "too_few_heads", "uniform")):
+        model = "uniform_linear" if model == "uniform" else model
+        if model == "too_few_heads" and m == 1:
+            continue
+        for n in (2, 4, 8, 32, 128):
+            error = 1e-16 if model == "learner" and n >= 8 else 0.5
+            rows.append(
+                {
+                    "model": model,
+                    "m": m,
+                    "d": 4,
+                    "k": 4,
+                    "n_train": n,
+                    "n_fit_heads": m,
+                    "error_mean": error,
+                    "error_std": 0.0,
+                    "error_median": error,
+                    "error_min": error / 10 if n_seeds > 1 else error,
+                    "error_max": error * 2 if n_seeds > 1 else error,
+                    "success_rate": float(error < 1e-6),
+                    "theta_error_median": None,
+                    "fit_seconds_mean": 0.1,
+                    "n_seeds": n_seeds,
+                }
+            )
+    return {"learning_curves": rows}
+
+
+def _implicit_bias_tables(n_seeds, n_reached, beyond_float=False):
+    traj, final, spectra = [], [], []
+    for s, dim in (("diagonal", 5), ("full", 4)):
+        for p in ("separate", "combined"):
+            reached = n_reached[p]
+            for it in (0, 1, 10, 100, 1000):
+                row = {
+                    "structure": s,
+                    "parametrization": p,
+                    "iteration": it,
+                    "log10_excess_loss_median": -(1.0 + it) if reached else np.nan,
+                    "log10_excess_loss_q25": -(2.0 + it) if reached else np.nan,
+                    "log10_excess_loss_q75": -(0.5 + it) if reached else np.nan,
+                    "opt_attention_mean": 0.5,
+                    "n_samples": 5,
+                    "n_tokens": 3,
+                    "dim": dim,
+                    "n_seeds": n_seeds,
+                    "n_reached": reached,
+                    "n_positive_margin": n_seeds if it >= 10 else 0,
+                }
+                if beyond_float and reached and it == 1000:
+                    # As in the default run: log10(L - L*) of -1e269 and -inf.
+                    row["log10_excess_loss_median"] = -3e269
+                    row["log10_excess_loss_q25"] = -np.inf
+                    row["log10_excess_loss_q75"] = -2e209
+                for name in ("nuc", "fro"):
+                    row[f"corr_{name}_mean"] = 1 - 1 / (2 + it)
+                    row[f"corr_{name}_std"] = 0.05
+                    row[f"corr_{name}_min"] = 0.5
+                    row[f"ratio_{name}_mean"] = 1 + 1 / (1 + it) if it >= 10 else np.nan
+                    row[f"ratio_{name}_std"] = 0.01 if it >= 10 else np.nan
+                traj.append(row)
+            for seed in range(n_seeds):
+                final.append(
+                    {
+                        "structure": s,
+                        "parametrization": p,
+                        "seed": seed,
+                        "corr_nuc": 0.99,
+                        "corr_fro": 0.9,
+                        "ratio_nuc": 1.01,
+                        "ratio_fro": 1.2,
+                        "rank": 2,
+                        "rank_svm_nuc": 2,
+                        "rank_svm_fro": dim,
+                        "reached": seed < reached,
+                    }
+                )
+        for source in ("separate", "combined", "svm_nuclear", "svm_frobenius"):
+            for k in range(dim):
+                spectra.append(
+                    {
+                        "structure": s,
+                        "source": source,
+                        "index": k + 1,
+                        "value_mean": 1.0 / (k + 1),
+                        "value_std": 0.0,
+                        "n_seeds": n_seeds,
+                    }
+                )
+    return {"trajectories": traj, "final": final, "spectra": spectra}
+
+
+# -- checks ----------------------------------------------------------------------------
+def _drawn(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def _has_points(artist):
+    if hasattr(artist, "get_xdata"):
+        return len(artist.get_xdata()) > 0
+    if hasattr(artist, "get_offsets"):
+        return len(artist.get_offsets()) > 0
+    return True
+
+
+def _check_house_style(fig):
+    renderer = _drawn(fig)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert axes
+    for ax in axes:
+        # No empty panel, no legend on a panel.
+        assert ax.has_data(), ax.get_title()
+        assert ax.get_legend() is None
+        # No two tick labels of an axis overlap (e.g. minor labels of a log axis).
+        for axis in (ax.xaxis, ax.yaxis):
+            boxes = [
+                label.get_window_extent(renderer)
+                for label in axis.get_ticklabels(minor=False)
+                + axis.get_ticklabels(minor=True)
+                if label.get_visible() and label.get_text()
+            ]
+            for a, b in itertools.combinations(boxes, 2):
+                assert not a.overlaps(b), (ax.get_title(), axis.axis_name)
+    # One legend for the figure; each entry names an artist drawn with data.
+    assert len(fig.legends) == 1
+    drawn = {}
+    for ax in axes:
+        for artist in ax.get_children():
+            if _has_points(artist):
+                drawn.setdefault(artist.get_label(), artist)
+    for text in fig.legends[0].get_texts():
+        assert text.get_text() in drawn, text.get_text()
+    assert "seed" in fig._suptitle.get_text()
+
+
+def _bands(fig):
+    from matplotlib.collections import PolyCollection
+
+    return sum(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)
+
+
+# -- tests -----------------------------------------------------------------------------
+@pytest.mark.parametrize("n_seeds", [1, 2])
+def test_rfa_figure_and_summary(n_seeds):
+    tables = _rfa_tables(n_seeds)
+    fig = plot_rfa(tables)
+    if n_seeds == 1:  # drawing is the slow part: once is enough
+        _check_house_style(fig)
+    # 2 targets x 2 N panels, then the 3 panels of part B: none left empty.
+    assert len(fig.axes) == 7
+    assert all(ax.has_data() for ax in fig.axes)
+    assert (_bands(fig) > 0) == (n_seeds > 1)
+    summary = format_rfa_summary(tables)
+    assert ("\u00b1" in summary) == (n_seeds > 1)
+    assert f"{n_seeds} seed" in summary
+
+
+@pytest.mark.parametrize("n_seeds", [1, 3])
+def test_potts_figure_and_summary(n_seeds, global_random_seed):
+    tables = _potts_tables(n_seeds, np.random.default_rng(global_random_seed))
+    fig = plot_potts(tables)
+    if n_seeds == 1:
+        _check_house_style(fig)
+    assert len(fig.axes) == 4  # two learning curves, precision, contact map
+    assert (_bands(fig) > 0) == (n_seeds > 1)
+    # A precision curve per model, at k = L the table's precision at L.
+    curves = [line for line in fig.axes[2].lines if len(line.get_xdata()) > 10]
+    assert len(curves) == len(tables["real"])
+    for curve, row in zip(curves, tables["real"], strict=True):
+        k, precision = curve.get_data()
+        assert precision[list(k).index(20)] == pytest.approx(row["precision_top_L"])
+    summary = format_potts_summary(tables)
+    assert ("\u00b1" in summary) == (n_seeds > 1)
+    assert ("1 seed" if n_seeds == 1 else f"{n_seeds} seeds") in summary
+
+
+def test_potts_figure_without_the_real_part():
+    tables = _potts_tables(1, np.random.default_rng(0))
+    tables.update(real=[], contacts=[])  # run_potts(real=False)
+    fig = plot_potts(tables)
+    assert len(fig.axes) == 2 and all(ax.has_data() for ax in fig.axes)
+    assert "PF00014" not in format_potts_summary(tables)
+
+
+@pytest.mark.parametrize("n_seeds", [1, 2])
+def test_mha_figure_and_summary(n_seeds):
+    tables = _mha_tables(n_seeds)
+    fig = plot_mha(tables)
+    if n_seeds == 1:
+        _check_house_style(fig)
+    assert len(fig.axes) == 2
+    assert (_bands(fig) > 0) == (n_seeds > 1)
+    assert f"{n_seeds} seed" in format_mha_summary(tables)
+
+
+def test_implicit_bias_figure_without_runs_reaching_the_optimum():
+    # No separate run reaches L*: no loss line and no legend entry for it there,
+    # and the panel's title says so.
+    tables = _implicit_bias_tables(3, {"separate": 0, "combined": 2})
+    fig = plot_implicit_bias(tables)
+    _check_house_style(fig)
+    assert len(fig.axes) == 8
+    ax_loss = fig.axes[0]
+    assert len(ax_loss.lines) == 1
+    assert "separate 0/3" in ax_loss.get_title()
+    assert "3 seeds" in format_implicit_bias_summary(tables)
+
+
+def test_implicit_bias_figure_with_gaps_beyond_floating_point():
+    # The loss gap's digits reach 1e269 and infinity (the default run): the
+    # figure is drawn without overflow, the axis ending below the largest float.
+    import warnings
+
+    tables = _implicit_bias_tables(2, {"separate": 2, "combined": 2}, beyond_float=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fig = plot_implicit_bias(tables)
+        _check_house_style(fig)
+    low, high = fig.axes[0].get_ylim()
+    assert 0 < low < 1 and 1e269 < high < 1e306
+
+
+def test_contact_rows_rank_as_contact_precision(global_random_seed):
+    # Exact reference: the precision of the top k ranked rows is
+    # contact_precision's, for every k it reports.
+    data, scores = _pf_like(30, np.random.default_rng(global_random_seed))
+    rows = _contact_rows("m", scores, data)
+    ranked = sorted((r for r in rows if r["rank"] is not None), key=lambda r: r["rank"])
+    assert [r["rank"] for r in ranked] == list(range(1, len(ranked) + 1))
+    assert all(r["j"] - r["i"] >= 6 for r in ranked)
+    expected = contact_precision(
+        scores, data.contact_i, data.contact_j, data.distance, top=[1, 6, 30, 60]
+    )
+    hits = np.cumsum([r["contact"] for r in ranked])
+    for k, value in expected.items():
+        assert hits[k - 1] / k == value
+
+
+def test_contact_rows_write_as_csv(tmp_path):
+    data, scores = _pf_like(8, np.random.default_rng(0))
+    path = write_csv(_contact_rows("m", scores, data), tmp_path / "contacts.csv")
+    lines = open(path).read().splitlines()
+    assert lines[0] == "model,i,j,distance,contact,score,rank"
+    assert len(lines) == 1 + 8 * 7 // 2
+
+
+def test_legend_skips_empty_lines_and_repeats():
+    fig = _figure(4, 3)
+    ax = fig.subplots()
+    assert _curve(ax, [1, 2], [np.nan, np.nan], label="nothing") is None
+    ax.plot([], [], label="empty")
+    _curve(ax, [1, 2, 3], [1, 2, 3], label="a")
+    _curve(ax, [1, 2, 3], [3, 2, 1], label="a")
+    legend = _figure_legend(fig)
+    assert [t.get_text() for t in legend.get_texts()] == ["a"]
+    # Fewer than three points: markers, no line.
+    line = _curve(ax, [1, 2], [1, 2], label="b")
+    assert line.get_linestyle() == "None"
