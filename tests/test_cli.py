@@ -222,15 +222,10 @@ def test_write_csv_blank_cells(tmp_path):
 
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="needs matplotlib")
 @pytest.mark.parametrize(
-    "example",
-    [
-        "plot_rfa_learning_curves.py",
-        "plot_mha_planted.py",
-        "plot_implicit_bias.py",
-        "plot_pf00014_contacts.py",
-    ],
+    "example", sorted(path.name for path in EXAMPLES.glob("plot_*.py"))
 )
 def test_example_runs(example, monkeypatch, tmp_path):
+    """Each gallery example runs as a script and saves its figures."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.chdir(tmp_path)  # figures an example saves land here
     import matplotlib
@@ -242,3 +237,4 @@ def test_example_runs(example, monkeypatch, tmp_path):
         runpy.run_path(os.fspath(EXAMPLES / example), run_name="__main__")
     finally:
         plt.close("all")
+    assert sorted(tmp_path.glob("*.png")), f"{example} saved no figure"

@@ -1,8 +1,9 @@
 """Learning multi-head softmax attention layers (Chen and Li, 2024).
 
 - :class:`~sklearn_attn.MultiHeadAttentionLearner`: fits
-  ``F(X) = sum_i softmax(X Theta_i X^T) X W_i`` by L-BFGS (or gradient descent, Adam) on analytic gradients, with restarts and an
-  exact least-squares refit of the ``W_i``.
+  ``F(X) = sum_i softmax(X Theta_i X^T) X W_i`` by L-BFGS (or gradient descent,
+  Adam) on analytic gradients, with restarts and an exact least-squares refit of the
+  ``W_i``.
 - :func:`match_heads`: pairs learned heads with true ones (Hungarian matching) and
   reports relative parameter errors.
 - :func:`multihead_attention` and :class:`AttentionLayer`: evaluate a layer given its

@@ -590,7 +590,8 @@ class MultiHeadAttentionLearner(DeviceCacheMixin, RegressorMixin, BaseEstimator)
 
     See Also
     --------
-    sklearn_attn.attention.match_heads : Compare learned heads with true ones, up to permutation.
+    sklearn_attn.attention.match_heads : Compare learned heads with true ones, up
+        to permutation.
     sklearn_attn.datasets.make_attention_layer_regression : Data from a planted layer.
 
     Notes
