@@ -40,6 +40,7 @@ from _strategies import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from numpy.testing import assert_allclose
 
 from sklearn_attn import (
     RFMLP,
@@ -74,6 +75,7 @@ def _spec(Estimator):
         other = {"zero": "identity", "identity": "zero"}[default_mean]
         spec = {
             "n_heads": ([3, 1, 4], [0, -1, 2.5, "3", None]),
+            "activation": (["relu", "softmax"], ["tanh", "ReLU", None]),
             "qk_mean": ([default_mean, other], ["one", None]),
             "qk_mean_scale": ([1.0, 0.0, -2.5], [np.nan, np.inf, "1"]),
             "qk_std": ([None, 0.0, 0.5, 3.0], [-1.0, np.nan, "1"]),
@@ -497,6 +499,45 @@ def test_transform_is_positively_homogeneous(Estimator, seed, shape, exponent, f
         verdict=verdict,
         inputs=[X],
     )
+
+
+@examples(3)
+@given(
+    seed=st.integers(0, 2**16),
+    shape=st.tuples(st.integers(1, 3), st.integers(2, 4), st.integers(1, 3)),
+    exponent=exponents,
+    float32=st.booleans(),
+    qk_mean=st.sampled_from(["zero", "identity"]),
+)
+def test_softmax_features_are_convex_combinations_of_the_keys(
+    seed, shape, exponent, float32, qk_mean
+):
+    """Softmax features are not homogeneous, but at any finite scale each head's
+    features are ``sum_i a_i [x_i; 1] / sqrt(M)`` with weights ``a_i >= 0``
+    summing to one: every coordinate lies between the smallest and the largest
+    of the keys' (to a few ulps of ``max |x_i|``: tolerance 1e-12, or 1e-5 for
+    float32, of it), and the bias feature is ``1 / sqrt(M)`` (to 1e-12 or
+    1e-6 relative). The answer is always representable, so nothing may be
+    refused and nothing may come back inf or NaN, at any scale."""
+    if float32:
+        exponent = max(-38, min(38, exponent))
+    dtype = np.float32 if float32 else np.float64
+    n_heads = 3
+    model = AttentionRandomFeatures(
+        n_heads, activation="softmax", qk_mean=qk_mean, random_state=seed % 7
+    ).fit(_tokens(seed, shape))
+    X = _tokens(seed + 1, shape, 10.0**exponent, dtype)
+    features = model.transform(X)
+    assert features.dtype == dtype and np.isfinite(features).all()
+    n, _, d = shape
+    heads = features.astype(np.float64).reshape(n, n_heads, d + 1) * np.sqrt(n_heads)
+    keys = X[:, 1:].astype(np.float64)
+    rtol = 1e-5 if float32 else 1e-12
+    slack = rtol * np.abs(keys).max(axis=(1, 2))[:, None, None]
+    low, high = keys.min(axis=1)[:, None, :], keys.max(axis=1)[:, None, :]
+    assert (heads[:, :, :d] >= low - slack).all()
+    assert (heads[:, :, :d] <= high + slack).all()
+    assert_allclose(heads[:, :, d], 1.0, rtol=10 * rtol)
 
 
 # -- kernels -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from scipy.special import roots_jacobi
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.linear_model import Ridge
@@ -20,6 +21,8 @@ from sklearn_attn import (
     MLPRandomFeatures,
     RandomFeatureAttentionRegressor,
 )
+from sklearn_attn.datasets import make_token_regression
+from sklearn_attn.datasets._tokens import _orthogonal_polynomial, _reference_moments
 
 REGRESSORS = [
     (RandomFeatureAttentionRegressor, AttentionRandomFeatures, "n_heads"),
@@ -317,3 +320,120 @@ def test_learns_a_key_averaged_target(global_random_seed):
     # A well-specified smooth target at n = 600: the relative test error is at
     # most 0.015 over seeds 0-99 (median 0.009), so 0.1 leaves a 7x margin.
     assert error < 0.1
+
+
+# -- key-averaged targets of a given degree (make_token_regression) ---------------
+def _correlation_law(token_dim, n_nodes=40):
+    """Nodes and weights of the law of ``t = <x_0, x_i> / sqrt(d)`` (density
+    ``(1 - t^2/d)^((d-3)/2)`` on ``[-sqrt(d), sqrt(d)]``): Gauss-Jacobi
+    quadrature, exact for polynomials of degree below ``2 n_nodes``."""
+    a = (token_dim - 3) / 2
+    u, w = roots_jacobi(n_nodes, a, a)
+    return np.sqrt(token_dim) * u, w / w.sum()
+
+
+def _recurrence_coefficient(d, k):
+    return 1.0 if k == 1 else d * k * (k + d - 3) / ((2 * k + d - 2) * (2 * k + d - 4))
+
+
+@pytest.mark.parametrize("token_dim", [2, 3, 4, 8, 16])
+def test_gegenbauer_polynomials_are_orthogonal(token_dim):
+    """Exact (quadrature) Gram matrix of Q_0..Q_6 under the law of one
+    correlation: diagonal b_1 ... b_p, off-diagonal zero to rounding
+    (the entries are O(10^3) at d = 16; 1e-12 relative is ~1e4 ulps)."""
+    t, w = _correlation_law(token_dim)
+    Q = np.array([_orthogonal_polynomial(t, p, token_dim) for p in range(7)])
+    gram = (Q * w) @ Q.T
+    norms = np.cumprod(
+        [1.0] + [_recurrence_coefficient(token_dim, k) for k in range(1, 7)]
+    )
+    assert_allclose(np.diag(gram), norms, rtol=1e-12)
+    scale = np.sqrt(np.outer(norms, norms))
+    assert_allclose(gram - np.diag(np.diag(gram)), 0, atol=1e-12 * scale.max())
+    # Leading coefficient one: Q_p(t) / t^p -> 1 for large t.
+    big = np.array([1e6])
+    assert_allclose(
+        [_orthogonal_polynomial(big, p, token_dim)[0] / 1e6**p for p in range(1, 7)],
+        1.0,
+        rtol=1e-9,
+    )
+
+
+def test_gegenbauer_on_one_dimensional_tokens():
+    """For d = 1 the correlation is +-1: Q_p vanishes on it for p >= 2, and
+    the target is constant (then only centred)."""
+    t = np.array([-1.0, 1.0])
+    for p in (2, 3, 4):
+        assert_allclose(_orthogonal_polynomial(t, p, 1), 0.0, atol=1e-15)
+    _, y = make_token_regression(
+        20, n_keys=3, token_dim=1, degree=3, polynomial="gegenbauer", random_state=0
+    )
+    assert_allclose(y, 0.0, atol=1e-12)
+
+
+def test_gegenbauer_degree_three_closed_form(global_random_seed):
+    """Q_3(t) = t^3 - (1 + b_2) t, b_2 = 2 (d - 1) / (d + 2), from the tokens."""
+    d, N = 5, 3
+    X, f = make_token_regression(
+        40,
+        n_keys=N,
+        token_dim=d,
+        degree=3,
+        polynomial="gegenbauer",
+        standardize=False,
+        random_state=global_random_seed,
+    )
+    t = np.einsum("nd,nkd->nk", X[:, 0], X[:, 1:]) / np.sqrt(d)
+    expected = (t**3 - (1 + 2 * (d - 1) / (d + 2)) * t).mean(axis=1)
+    assert_allclose(f, expected, rtol=1e-12, atol=1e-13)
+
+
+def test_degree_two_target_is_the_same_for_both_polynomials(global_random_seed):
+    """Q_2(t) = t^2 - 1: after standardisation (on the same reference sample)
+    the two targets agree to rounding."""
+    kwargs = dict(n_keys=4, token_dim=6, degree=2, random_state=global_random_seed)
+    X, power = make_token_regression(50, **kwargs)
+    X_g, gegenbauer = make_token_regression(50, polynomial="gegenbauer", **kwargs)
+    assert_array_equal(X, X_g)
+    assert_allclose(gegenbauer, power, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("polynomial", ["power", "gegenbauer"])
+@pytest.mark.parametrize("degree", [1, 2, 3])
+@pytest.mark.parametrize("n_keys", [1, 4])
+@pytest.mark.parametrize("token_dim", [2, 4, 8])
+def test_correlation_targets_are_standardised(polynomial, degree, n_keys, token_dim):
+    """The Monte Carlo standardisation constants against the exact moments.
+
+    The N correlations of a sample are independent with the law above (that
+    of t given x_0 does not depend on x_0), so the raw target, a mean of N
+    copies of P(t), has mean E P(t) and variance Var P(t) / N, and the
+    kurtosis 3 + (kappa_P - 3) / N: all exact by quadrature. The constants
+    are estimated on a fixed reference sample of 20,000 draws (no seed
+    enters): the bounds are 5 standard errors of the mean and of the standard
+    deviation (sd * sqrt((kappa - 1) / (4 n))); the worst case over these 36
+    settings is 2.1 standard errors of the mean.
+    """
+    t, w = _correlation_law(token_dim)
+    if polynomial == "gegenbauer":
+        P = _orthogonal_polynomial(t, degree, token_dim)
+    else:
+        P = t**degree
+    mean = w @ P
+    var = w @ (P - mean) ** 2
+    kappa = (w @ (P - mean) ** 4) / var**2
+    kurtosis = 3 + (kappa - 3) / n_keys
+    sd = np.sqrt(var / n_keys)
+    n_ref = 20_000
+    got_mean, got_sd = _reference_moments(
+        "correlation", degree, 1.0, n_keys, token_dim, polynomial
+    )
+    assert abs(got_mean - mean) <= 5 * sd / np.sqrt(n_ref)
+    assert abs(got_sd - sd) <= 5 * sd * np.sqrt((kurtosis - 1) / (4 * n_ref))
+
+
+def test_polynomial_is_validated():
+    with pytest.raises(ValueError, match="polynomial"):
+        make_token_regression(10, polynomial="hermite")
+    with pytest.raises(ValueError, match="polynomial"):
+        make_token_regression(10, polynomial=None)

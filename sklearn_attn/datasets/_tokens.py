@@ -10,6 +10,8 @@ Private helpers used by the tests and the experiments:
 
 - :func:`_sample_tokens` draws the tokens;
 - :func:`_token_targets` computes the raw (noiseless, unstandardised) target;
+- :func:`_orthogonal_polynomial` evaluates the monic polynomials orthogonal
+  under the law of one correlation ``t_i`` (Gegenbauer polynomials);
 - :func:`_reference_moments` returns the ``(mean, std)`` used to standardise it.
 """
 
@@ -27,6 +29,7 @@ from .._validation import check_real as _check_real
 __all__ = ["make_token_regression"]
 
 _TARGETS = ("correlation", "gamma", "value")
+_POLYNOMIALS = ("power", "gegenbauer")
 
 # Standardisation constants are Monte Carlo estimates on this fixed reference
 # sample, independent of the user's ``random_state``: train and test sets drawn
@@ -45,14 +48,40 @@ def _sample_tokens(rng, n_samples, n_tokens, token_dim):
     return X
 
 
-def _token_targets(X, target="correlation", degree=1, gamma=1.0):
+def _orthogonal_polynomial(t, degree, token_dim):
+    """``Q_p(t)``: the monic polynomial of degree ``p`` orthogonal to all lower
+    degrees under the law of ``t = <x_0, x_i> / sqrt(d)``, ``x_0`` uniform on
+    the sphere of radius ``sqrt(d)``.
+
+    That law has the density ``(1 - t^2 / d)^((d - 3) / 2)`` on
+    ``[-sqrt(d), sqrt(d)]``: ``Q_p(t)`` is the Gegenbauer polynomial
+    ``C_p^((d - 2) / 2)(t / sqrt(d))`` rescaled to leading coefficient one, and
+    ``x_0 -> Q_p(<x_0, x_i> / sqrt(d))`` is a spherical harmonic of degree ``p``
+    (so is ``x_i -> ...``). As ``d`` grows, ``Q_p`` tends to the Hermite
+    polynomial ``He_p``. Computed by the three-term recurrence
+    ``Q_{k+1} = t Q_k - b_k Q_{k-1}`` with
+    ``b_k = d k (k + d - 3) / ((2k + d - 2) (2k + d - 4))`` (``b_1 = E t^2 = 1``,
+    also for ``d = 2``, where the formula reads 0/0), and
+    ``E Q_p(t)^2 = b_1 b_2 ... b_p``.
+    """
+    d = token_dim
+    previous, current = np.ones_like(t), t.copy()
+    if degree == 0:
+        return previous
+    for k in range(1, degree):
+        b = 1.0 if k == 1 else d * k * (k + d - 3) / ((2 * k + d - 2) * (2 * k + d - 4))
+        previous, current = current, t * current - b * previous
+    return current
+
+
+def _token_targets(X, target="correlation", degree=1, gamma=1.0, polynomial="power"):
     """Raw key-averaged target of token arrays, before standardisation and noise.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_keys + 1, token_dim)
         Query first, then the keys.
-    target, degree, gamma
+    target, degree, gamma, polynomial
         As in :func:`make_token_regression` (not validated here).
 
     Returns
@@ -79,10 +108,13 @@ def _token_targets(X, target="correlation", degree=1, gamma=1.0):
         return values.mean(axis=1)
     # t_i = <x_0, x_i> / sqrt(d) as one batched matrix-vector product, (n, N).
     t = np.matmul(keys, query[:, :, None])[:, :, 0] / np.sqrt(token_dim)
-    if target == "correlation":
-        values = t**degree
-    elif target == "value":
-        values = t**degree * keys[:, :, 0]
+    if target in ("correlation", "value"):
+        if polynomial == "gegenbauer":
+            values = _orthogonal_polynomial(t, degree, token_dim)
+        else:
+            values = t**degree
+        if target == "value":
+            values = values * keys[:, :, 0]
     elif target == "gamma":
         values = np.exp(gamma * t)
     else:
@@ -92,7 +124,7 @@ def _token_targets(X, target="correlation", degree=1, gamma=1.0):
     return values.mean(axis=1)
 
 
-def _compute_reference_moments(target, degree, gamma, n_keys, token_dim):
+def _compute_reference_moments(target, degree, gamma, n_keys, token_dim, polynomial):
     """Mean and std of the raw target on the fixed reference sample."""
     rng = check_random_state(_REFERENCE_SEED)
     chunk = max(1, _REFERENCE_CHUNK_FLOATS // ((n_keys + 1) * token_dim))
@@ -102,7 +134,7 @@ def _compute_reference_moments(target, degree, gamma, n_keys, token_dim):
         for start in range(0, _N_REFERENCE, chunk):
             stop = min(start + chunk, _N_REFERENCE)
             X = _sample_tokens(rng, stop - start, n_keys + 1, token_dim)
-            values[start:stop] = _token_targets(X, target, degree, gamma)
+            values[start:stop] = _token_targets(X, target, degree, gamma, polynomial)
         mean, std = float(values.mean()), float(values.std())
     if not (np.isfinite(mean) and np.isfinite(std)):
         raise ValueError(
@@ -117,11 +149,13 @@ def _compute_reference_moments(target, degree, gamma, n_keys, token_dim):
 
 
 @functools.lru_cache(maxsize=128)
-def _cached_reference_moments(target, degree, gamma, n_keys, token_dim):
-    return _compute_reference_moments(target, degree, gamma, n_keys, token_dim)
+def _cached_reference_moments(target, degree, gamma, n_keys, token_dim, polynomial):
+    return _compute_reference_moments(
+        target, degree, gamma, n_keys, token_dim, polynomial
+    )
 
 
-def _reference_moments(target, degree, gamma, n_keys, token_dim):
+def _reference_moments(target, degree, gamma, n_keys, token_dim, polynomial="power"):
     """``(mean, std)`` of the noiseless target under the input law.
 
     Estimated by Monte Carlo on ``_N_REFERENCE`` draws from the fixed seed
@@ -130,10 +164,16 @@ def _reference_moments(target, degree, gamma, n_keys, token_dim):
     cached, as two different callables may share an identity or a name.
     """
     if callable(target):
-        return _compute_reference_moments(target, degree, gamma, n_keys, token_dim)
-    degree = int(degree) if target in ("correlation", "value") else None
+        return _compute_reference_moments(
+            target, degree, gamma, n_keys, token_dim, polynomial
+        )
+    polynomial_target = target in ("correlation", "value")
+    degree = int(degree) if polynomial_target else None
     gamma = float(gamma) if target == "gamma" else None
-    return _cached_reference_moments(target, degree, gamma, int(n_keys), int(token_dim))
+    polynomial = polynomial if polynomial_target else None
+    return _cached_reference_moments(
+        target, degree, gamma, int(n_keys), int(token_dim), polynomial
+    )
 
 
 def make_token_regression(
@@ -144,6 +184,7 @@ def make_token_regression(
     target: str | Callable = "correlation",
     degree: int = 1,
     gamma: float = 1.0,
+    polynomial: str = "power",
     noise: float = 0.0,
     standardize: bool = True,
     random_state=None,
@@ -175,13 +216,21 @@ def make_token_regression(
         must return per-key values of shape ``(n, n_keys)``.
 
     degree : int, default=1
-        Positive integer power of the correlation for ``"correlation"`` and
-        ``"value"``; ignored otherwise.
+        Positive integer degree of the polynomial of the correlation for
+        ``"correlation"`` and ``"value"``; ignored otherwise.
 
     gamma : float, default=1.0
         Positive rate of the ``"gamma"`` target; validated but ignored for the
         other targets. Larger
         ``gamma`` moves the target's mass to higher polynomial degrees.
+
+    polynomial : {"power", "gegenbauer"}, default="power"
+        The polynomial ``P`` of degree ``degree`` applied to each correlation
+        for ``"correlation"`` and ``"value"`` (ignored otherwise):
+        ``"power"`` is ``t^p``, which for ``p >= 3`` also holds lower degrees
+        (``t^3`` is mostly linear: 80% of its variance at ``token_dim=4``);
+        ``"gegenbauer"`` is the orthogonal polynomial of degree ``p`` under the
+        law of ``t`` (see Notes), for targets of exactly degree ``p``.
 
     noise : float, default=0.0
         Standard deviation of the Gaussian noise added to the (standardised)
@@ -210,15 +259,29 @@ def make_token_regression(
     ``t_i = <x_0, x_i> / sqrt(d)`` (each of mean 0 and variance 1), the raw
     target is
 
-    - ``"correlation"``: :math:`f(X) = \frac{1}{N} \sum_{i=1}^{N} t_i^p`,
-      with :math:`p` = ``degree``;
-    - ``"value"``: :math:`f(X) = \frac{1}{N} \sum_{i=1}^{N} t_i^p \, x_{i,1}`,
+    - ``"correlation"``: :math:`f(X) = \frac{1}{N} \sum_{i=1}^{N} P(t_i)`,
+      with :math:`P(t) = t^p`, :math:`p` = ``degree`` (``polynomial="power"``),
+      or :math:`P = Q_p`;
+    - ``"value"``: :math:`f(X) = \frac{1}{N} \sum_{i=1}^{N} P(t_i) \, x_{i,1}`,
       the correlation weighting the first coordinate ``x_i[0]`` of the key (for
       :math:`p = 1`, :math:`\frac{1}{N} \sum_i \langle x_0, x_i \rangle
       x_{i,1} / \sqrt{d}`);
     - ``"gamma"``: :math:`f(X) = \frac{1}{N} \sum_{i=1}^{N} e^{\gamma t_i}`;
     - a callable ``g``: :math:`f(X) = \frac{1}{N} \sum_{i=1}^{N}
       g(x_0, (x_1, \dots, x_N))_i`, batched over the samples.
+
+    Each correlation has the law of :math:`\sqrt{d}\,u`, :math:`u` the first
+    coordinate of a uniform point of the unit sphere, of density proportional
+    to :math:`(1 - t^2/d)^{(d-3)/2}` on :math:`[-\sqrt{d}, \sqrt{d}]`; the
+    correlations of different keys are independent. :math:`Q_p` is the monic
+    polynomial of degree :math:`p` orthogonal under this law: a Gegenbauer
+    polynomial :math:`C_p^{((d-2)/2)}(t/\sqrt{d})` up to a constant factor,
+    so that :math:`x_0 \mapsto Q_p(t_i)` is a spherical harmonic of degree
+    :math:`p` (for fixed :math:`x_i`, and the other way round), the degree
+    that counts in the complexity of random-feature learning. As :math:`d`
+    grows, :math:`Q_p` tends to the Hermite polynomial :math:`He_p`; for
+    :math:`p \le 2`, :math:`Q_p` and :math:`t^p` give the same standardised
+    target (:math:`Q_2(t) = t^2 - 1`).
 
     The returned label is :math:`y = (f(X) - \mu) / \sigma + \text{noise}
     \cdot \varepsilon` with :math:`\varepsilon \sim N(0, 1)`, where
@@ -265,16 +328,22 @@ def make_token_regression(
             f"{target!r} of type {type(target).__name__}."
         )
     degree = _check_int(degree, "degree", 1)
+    if not isinstance(polynomial, str) or polynomial not in _POLYNOMIALS:
+        raise ValueError(
+            f"polynomial must be one of {list(_POLYNOMIALS)}; got {polynomial!r}."
+        )
     gamma = _check_real(gamma, "gamma", strictly_positive=True)
     noise = _check_real(noise, "noise", strictly_positive=False)
     if not isinstance(standardize, (bool, np.bool_)):
         raise TypeError(f"standardize must be a bool; got {standardize!r}.")
 
     if standardize:  # first, so that an overflowing target fails before any work
-        mean, std = _reference_moments(target, degree, gamma, n_keys, token_dim)
+        mean, std = _reference_moments(
+            target, degree, gamma, n_keys, token_dim, polynomial
+        )
     rng = check_random_state(random_state)
     X = _sample_tokens(rng, n_samples, n_keys + 1, token_dim)
-    y = _token_targets(X, target, degree, gamma)
+    y = _token_targets(X, target, degree, gamma, polynomial)
     if standardize:
         y = (y - mean) / std
     if noise > 0:

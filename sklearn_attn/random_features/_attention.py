@@ -12,6 +12,7 @@ from ._maps import AttentionMap
 
 _QK_CONSTRAINTS = {
     "n_heads": [Interval(Integral, 1, None, closed="left")],
+    "activation": [StrOptions({"relu", "softmax"})],
     "qk_mean": [StrOptions({"zero", "identity"})],
     "qk_mean_scale": [Interval(Real, None, None, closed="neither")],
     "qk_std": [Interval(Real, 0, None, closed="left"), None],
@@ -32,7 +33,9 @@ class _AttentionFeaturesMixin:
 
     def _feature_map(self, X, device, exponents=None):
         qk_weights = self._cached_on("qk_weights_", device)
-        return AttentionMap(X, qk_weights, self.value_bias, device, exponents)
+        return AttentionMap(
+            X, qk_weights, self.value_bias, device, exponents, self.activation
+        )
 
     @property
     def n_output_features_(self):
@@ -51,10 +54,19 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         \\phi_m(X) = \\frac{1}{N\\sqrt{M}} \\sum_{i=1}^{N}
         \\mathrm{relu}(\\langle x_0, W_m x_i \\rangle)\\, [x_i; 1]
 
-    with ``W_m = mu I + qk_std G_m``, ``G_m`` standard Gaussian and frozen. The
-    ``1 / sqrt(M)`` scaling makes ``transform(X) @ transform(Y).T`` converge to
+    with ``W_m = mu I + qk_std G_m``, ``G_m`` standard Gaussian and frozen, or,
+    with ``activation="softmax"``, the attention weights of a transformer,
+
+    .. math::
+
+        \\phi_m(X) = \\frac{1}{\\sqrt{M}} \\sum_{i=1}^{N}
+        \\mathrm{softmax}_i(\\langle x_0, W_m x_i \\rangle)\\, [x_i; 1],
+
+    the softmax taken over the keys. With ReLU the ``1 / sqrt(M)`` scaling makes
+    ``transform(X) @ transform(Y).T`` converge to
     :func:`~sklearn_attn.rfa_kernel` (or :func:`~sklearn_attn.brfa_kernel`) as
-    ``n_heads`` grows, so ridge penalties mean the same as in kernel ridge.
+    ``n_heads`` grows, so ridge penalties mean the same as in kernel ridge; the
+    softmax features have no closed-form kernel here.
 
     The map is computed as large matrix products over chunks of samples and
     blocks of heads, within scikit-learn's ``working_memory``.
@@ -65,6 +77,14 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
     ----------
     n_heads : int, default=100
         Number of heads ``M``.
+    activation : {"relu", "softmax"}, default="relu"
+        How the scores ``<x_0, W_m x_i>`` weight the values ``[x_i; 1]``:
+        ``"relu"`` averages ``relu(score) / N`` over the keys (the model of Fu
+        et al.); ``"softmax"`` takes the attention weights ``softmax_i(score)``
+        over the keys, as a transformer's attention layer does. The softmax
+        weights sum to one, so with ``value_bias`` the last feature of every
+        head is the constant ``1 / sqrt(M)``, and the scale of ``W_m`` is an
+        inverse temperature (see ``qk_std``).
     qk_mean : {"zero", "identity"}, default="zero"
         Mean of the query-key matrices: zero (RFA) or ``qk_mean_scale * I``
         (biased RFA).
@@ -72,8 +92,11 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         The ``mu`` of the identity mean; ignored for ``qk_mean="zero"``.
     qk_std : float, default=None
         Standard deviation of the entries of ``G_m``; ``None`` means
-        ``1 / sqrt(token_dim)``. With ``qk_mean="zero"`` it only rescales the
-        features; with the identity mean only ``mu / (qk_std sqrt(d))`` matters.
+        ``1 / sqrt(token_dim)``. With ReLU and ``qk_mean="zero"`` it only
+        rescales the features; with ReLU and the identity mean only
+        ``mu / (qk_std sqrt(d))`` matters. With softmax the scale of ``W_m`` is
+        the inverse temperature of the attention weights: multiplying
+        ``qk_std`` (and ``qk_mean_scale``) by ``c`` is the temperature ``1 / c``.
     value_bias : bool, default=True
         Append a constant 1 to each key in the value part, ``[x_i; 1]``.
     token_dim : int, default=None
@@ -124,6 +147,7 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         self,
         n_heads=100,
         *,
+        activation="relu",
         qk_mean="zero",
         qk_mean_scale=1.0,
         qk_std=None,
@@ -133,6 +157,7 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         device=None,
     ):
         self.n_heads = n_heads
+        self.activation = activation
         self.qk_mean = qk_mean
         self.qk_mean_scale = qk_mean_scale
         self.qk_std = qk_std
@@ -158,7 +183,9 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         \\mathrm{relu}(\\langle x_0, W_m x_i \\rangle)\\,
         \\langle v_m, [x_i; 1] \\rangle / \\sqrt{M}
 
-    for a query ``x_0`` and keys ``x_1 .. x_N``. The ``W_m`` are drawn once and
+    for a query ``x_0`` and keys ``x_1 .. x_N`` (with ``activation="softmax"``,
+    the softmax over the keys of the scores replaces ``relu(.) / N``). The
+    ``W_m`` are drawn once and
     frozen; the value vectors ``v_m`` are fitted by ridge regression (or, with
     ``alpha=0``, minimum-norm least squares). The features
     (:class:`AttentionRandomFeatures`) are never all held in memory: the
@@ -181,19 +208,24 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         ``"auto"`` compares ``tau * 10^k`` for ``k = -6, -5.5, ..., 1`` by
         generalized cross-validation (GCV), with ``tau`` the mean squared norm
         of the centred training features: the best penalty scales with the
-        features (as the tokens' norm to the power 6) and varies with the data
+        features (as the tokens' norm to the power 6 with ReLU, about the
+        power 2 with softmax) and varies with the data
         and width, so no single value works (see
         :ref:`the user guide <rf_default_alpha>`). GCV counts sample weights
         as repeated rows, and the accumulated statistics of :meth:`partial_fit`
         and of a dask fit determine it, so ``"auto"`` chooses the same penalty on
         every route.
+    activation : {"relu", "softmax"}, default="relu"
+        ReLU of the scores averaged over the keys, or their softmax over the
+        keys (see :class:`AttentionRandomFeatures`).
     qk_mean : {"zero", "identity"}, default="zero"
         Mean of the query-key matrices; ``"identity"`` gives :class:`BiasedRFA`.
     qk_mean_scale : float, default=1.0
         The ``mu`` of the identity mean.
     qk_std : float, default=None
         Standard deviation of the random part; ``None`` means
-        ``1 / sqrt(token_dim)``.
+        ``1 / sqrt(token_dim)``. With softmax, the inverse temperature (see
+        :class:`AttentionRandomFeatures`).
     value_bias : bool, default=True
         Append a constant 1 to each key in the value part.
     fit_intercept : bool, default=True
@@ -266,6 +298,7 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         n_heads=1000,
         *,
         alpha="auto",
+        activation="relu",
         qk_mean="zero",
         qk_mean_scale=1.0,
         qk_std=None,
@@ -278,6 +311,7 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
     ):
         self.n_heads = n_heads
         self.alpha = alpha
+        self.activation = activation
         self.qk_mean = qk_mean
         self.qk_mean_scale = qk_mean_scale
         self.qk_std = qk_std
@@ -297,7 +331,8 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
     on tokens of norm ``sqrt(d)`` the deterministic part ``mu <x_0, x_i>`` is as
     large as the random part, so the features are close to random-bias ReLUs of
     the query-key correlation and learn targets built from ``<x_0, x_i>`` from
-    fewer samples (Fu et al., 2023).
+    fewer samples (Fu et al., 2023). With ``activation="softmax"`` the mean
+    makes each head attend more to the keys most correlated with the query.
 
     Read more in the :ref:`User Guide <random_features>`.
 
@@ -307,13 +342,17 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         Number of heads.
     alpha : "auto", float or array-like of shape (n_alphas,), default="auto"
         Ridge penalty (see :class:`RandomFeatureAttentionRegressor`).
+    activation : {"relu", "softmax"}, default="relu"
+        ReLU of the scores averaged over the keys, or their softmax over the
+        keys (see :class:`AttentionRandomFeatures`).
     qk_mean : {"zero", "identity"}, default="identity"
         Mean of the query-key matrices.
     qk_mean_scale : float, default=1.0
         The ``mu`` of the identity mean.
     qk_std : float, default=None
         Standard deviation of the random part; ``None`` means
-        ``1 / sqrt(token_dim)``.
+        ``1 / sqrt(token_dim)``. With softmax, the inverse temperature (see
+        :class:`AttentionRandomFeatures`).
     value_bias : bool, default=True
         Append a constant 1 to each key in the value part.
     fit_intercept : bool, default=True
@@ -376,6 +415,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         n_heads=1000,
         *,
         alpha="auto",
+        activation="relu",
         qk_mean="identity",
         qk_mean_scale=1.0,
         qk_std=None,
@@ -389,6 +429,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         super().__init__(
             n_heads,
             alpha=alpha,
+            activation=activation,
             qk_mean=qk_mean,
             qk_mean_scale=qk_mean_scale,
             qk_std=qk_std,

@@ -105,13 +105,25 @@ def _alpha_text(alphas):
 
 
 def _out_of_range(estimator, what, X_max, detail):
+    if getattr(estimator, "activation", "relu") == "softmax":
+        # Not homogeneous: rescaling X changes the attention weights.
+        advice = (
+            "Softmax attention weights depend on the scale of X (it acts as an "
+            "inverse temperature): standardise the tokens (e.g. divide X by its "
+            "largest absolute entry) and set the temperature with qk_std (and "
+            "qk_mean_scale)."
+        )
+    else:
+        advice = (
+            "The features are positively homogeneous, so rescaling X changes "
+            "nothing but the scale of the kernel: standardise the tokens (e.g. "
+            "divide X by its largest absolute entry) and, to fit the same model, "
+            "divide alpha by the same factor to the power 2 * degree (6 for "
+            "attention features, 2 for MLP features)."
+        )
     return ValueError(
         f"{type(estimator).__name__}: {what} for X with entries up to {X_max:.3g} "
-        f"in absolute value {detail}. The features are positively homogeneous, so "
-        "rescaling X changes nothing but the scale of the kernel: standardise the "
-        "tokens (e.g. divide X by its largest absolute entry) and, to fit the same "
-        "model, divide alpha by the same factor to the power 2 * degree (6 for "
-        "attention features, 2 for MLP features)."
+        f"in absolute value {detail}. {advice}"
     )
 
 

@@ -1,5 +1,10 @@
 """Infinite-width kernels of the random-feature attention layer and the RFMLP.
 
+The attention kernels are those of the ReLU features (``activation="relu"``,
+the model of Fu et al.): the expectation over ``W`` of products of softmax
+attention weights has no closed form, and no kernel of the softmax features
+is implemented.
+
 As the number of heads (or hidden units) grows, the inner products of the
 random features of :class:`AttentionRandomFeatures` and
 :class:`MLPRandomFeatures` converge to the deterministic kernels computed here
@@ -317,8 +322,10 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
     """Infinite-head kernel of random-feature attention (zero-mean query-key weights).
 
     The limit of ``Phi(X) @ Phi(Y).T`` for the features of
-    :class:`AttentionRandomFeatures` with ``qk_mean="zero"`` as ``n_heads``
-    grows: ``K(X, Y) = E_W[phi_W(X) . phi_W(Y)]`` with
+    :class:`AttentionRandomFeatures` with ``qk_mean="zero"`` (and the default
+    ``activation="relu"``; the softmax features have no closed-form kernel, and
+    none is implemented) as ``n_heads`` grows:
+    ``K(X, Y) = E_W[phi_W(X) . phi_W(Y)]`` with
 
     ``phi_W(X) = (1/N) sum_i relu(<x_0, W x_i>) [x_i; 1]``
 
@@ -404,8 +411,9 @@ def brfa_kernel(
     """Infinite-head kernel of biased random-feature attention (identity mean).
 
     The limit of ``Phi(X) @ Phi(Y).T`` for the features of
-    :class:`AttentionRandomFeatures` with ``qk_mean="identity"`` as ``n_heads``
-    grows: ``K(X, Y) = E_W[phi_W(X) . phi_W(Y)]`` with
+    :class:`AttentionRandomFeatures` with ``qk_mean="identity"`` (and the
+    default ``activation="relu"``; no kernel of the softmax features is
+    implemented) as ``n_heads`` grows: ``K(X, Y) = E_W[phi_W(X) . phi_W(Y)]`` with
 
     ``phi_W(X) = (1/N) sum_i relu(<x_0, W x_i>) [x_i; 1]``,
     ``W = mu I + s G`` and ``G`` of i.i.d. standard Gaussian entries.

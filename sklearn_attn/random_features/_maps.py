@@ -5,12 +5,16 @@ The two maps (attention and MLP) are exposed to the ridge core as
 columns (features, aligned to heads or units) is computed on demand, so that no
 caller needs the full ``(n_samples, n_features)`` matrix.
 
-Both maps are positively homogeneous: the attention map of degree 3 (the
+The ReLU maps are positively homogeneous: the attention map of degree 3 (the
 value-bias column of degree 2), the MLP map of degree 1 (its bias of degree
-0). Given ``exponents`` (one per sample, see :mod:`sklearn_attn._scaling`),
-a map computes ``Phi(X_n) / 2^(degree * e_n)`` exactly, from ``X_n / 2^e_n`` with
-the constant 1 of the bias replaced by ``2^-e_n``: extreme but finite inputs
-then never overflow or underflow in the intermediates.
+0). The softmax attention map is not (scaling ``X`` sharpens its attention
+weights), but it is computed with the same degree-1 bookkeeping: its weights
+sum to one over the keys and are found exactly from the rescaled scores (below),
+so only the values ``[x_i; 1]`` carry a power of two. Given ``exponents`` (one
+per sample, see :mod:`sklearn_attn._scaling`), a map computes
+``Phi(X_n) / 2^(degree * e_n)``, from ``X_n / 2^e_n`` with the constant 1 of the
+bias replaced by ``2^-e_n``: extreme but finite inputs then never overflow or
+underflow in the intermediates.
 
 On the CPU, rows are cut into small chunks that keep the per-chunk
 intermediates in cache and are spread over threads, each running
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from sklearn import get_config
 
 from .._ridge import FeatureBlocks
@@ -119,7 +124,12 @@ class _ChunkedMap(FeatureBlocks):
 
 
 class AttentionMap(_ChunkedMap):
-    """phi_m(X) = (1/N) sum_i relu(<x_0, W_m x_i>) [x_i; 1] / sqrt(M).
+    """The attention features of every head, ``phi_m(X) / sqrt(M)``.
+
+    With ``activation="relu"``,
+    ``phi_m(X) = (1/N) sum_i relu(<x_0, W_m x_i>) [x_i; 1]``; with
+    ``activation="softmax"``, ``phi_m(X) = sum_i a_mi [x_i; 1]`` with the
+    attention weights ``a_m = softmax_i(<x_0, W_m x_i>)`` over the keys.
 
     Parameters
     ----------
@@ -128,12 +138,13 @@ class AttentionMap(_ChunkedMap):
     value_bias : bool
     device : Device
     exponents : int32 array of shape (n_samples,) or None
-        Compute ``phi(X_n) / 2^(3 e_n)`` (see the module notes).
+        Compute ``phi(X_n) / 2^(degree e_n)`` (see the module notes).
+    activation : {"relu", "softmax"}, default="relu"
     """
 
-    degree = 3
-
-    def __init__(self, X, qk_weights, value_bias, device, exponents=None):
+    def __init__(
+        self, X, qk_weights, value_bias, device, exponents=None, activation="relu"
+    ):
         xp = device.xp
         self.X = X
         self.dtype = X.dtype
@@ -143,11 +154,17 @@ class AttentionMap(_ChunkedMap):
         self.n_keys = X.shape[1] - 1
         self.unit_width = d + 1 if value_bias else d
         self.value_bias = value_bias
+        self.activation = activation
+        # relu: the scores (degree 2) times the values (degree 1); softmax: the
+        # weights are scale-free, only the values scale.
+        self.degree = 3 if activation == "relu" else 1
         # W stacked as (d, heads * d): x_0^T W_m for all heads is one product.
         self.qk_stacked = xp.ascontiguousarray(
             qk_weights.transpose(1, 0, 2).reshape(d, n_heads * d), dtype=self.dtype
         )
-        self.scale = 1.0 / (self.n_keys * math.sqrt(n_heads))
+        # The softmax weights sum to one: no 1/N average.
+        n_average = self.n_keys if activation == "relu" else 1
+        self.scale = 1.0 / (n_average * math.sqrt(n_heads))
         bytes_per = X.dtype.itemsize * (2 * d + self.n_keys + 1)
         super().__init__(X.shape[0], device, bytes_per, exponents)
 
@@ -160,8 +177,11 @@ class AttentionMap(_ChunkedMap):
         keys = x[:, 1:, :]
         # scores[s, m, i] = <x_0, W_m x_i>: one small product per sample.
         scores = xp.matmul(queries.reshape(n, n_heads, d), keys.transpose(0, 2, 1))
-        xp.maximum(scores, 0, out=scores)
-        scores *= self.scale
+        if self.activation == "relu":
+            xp.maximum(scores, 0, out=scores)
+            scores *= self.scale
+        else:
+            self._softmax(scores, rows)
         values = keys
         if self.value_bias:
             constant = xp.ones((n, n_keys, 1), dtype=x.dtype)
@@ -169,6 +189,25 @@ class AttentionMap(_ChunkedMap):
                 constant *= bias[:, None, None]
             values = xp.concatenate([keys, constant], axis=2)
         xp.matmul(scores, values, out=out.reshape(n, n_heads, self.unit_width))
+
+    def _softmax(self, scores, rows):
+        """``scale * softmax`` over the keys (last axis) of ``scores``, in place.
+
+        Subtracting the largest score first keeps every exponential in
+        ``(0, 1]`` and their sum in ``[1, N]``: nothing overflows and nothing
+        divides by zero. Rows computed from ``X_n / 2^e_n`` have scores
+        ``2^(2 e_n)`` times too small: their differences are scaled back
+        exactly (a power of two), where a difference too large for the dtype
+        becomes ``-inf``, whose weight is the exact limit 0.
+        """
+        xp = self.device.xp
+        scores -= scores.max(axis=2, keepdims=True)
+        if self.exponents is not None:
+            shift = 2 * self.exponents[rows]
+            with np.errstate(over="ignore"):  # -inf: a weight of exactly 0
+                xp.ldexp(scores, shift[:, None, None], out=scores)
+        xp.exp(scores, out=scores)
+        scores *= self.scale / scores.sum(axis=2, keepdims=True)
 
 
 class MLPMap(_ChunkedMap):
