@@ -229,11 +229,10 @@ def _evaluation_timing(repeats, rate):
 
 
 def _synthetic(quick):
-    from sklearn_attn.experiments._common import Progress
-    from sklearn_attn.experiments._potts import _synthetic, default_config
+    from sklearn_attn.experiments import run_potts
 
-    cfg = default_config(quick)
-    rows = _synthetic(cfg, 1, 0, Progress(None, prefix="[bench potts] "))
+    tables = run_potts(quick=quick, n_seeds=1, random_state=0, real=False)
+    rows = tables["synthetic"]
     largest = max(r["n_train"] for r in rows)
     at_largest = {r["parametrization"]: r for r in rows if r["n_train"] == largest}
     return {
