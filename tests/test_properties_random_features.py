@@ -501,6 +501,9 @@ def test_transform_is_positively_homogeneous(Estimator, seed, shape, exponent, f
     )
 
 
+# scikit-learn's finiteness check sums the input first; a float32 sum of entries
+# near 1e38 overflows (inf - inf in the reduction) before its exact fallback runs.
+@pytest.mark.filterwarnings("ignore:invalid value encountered in reduce")
 @examples(3)
 @given(
     seed=st.integers(0, 2**16),
