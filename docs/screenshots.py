@@ -1,9 +1,11 @@
 """Screenshot key pages of the built documentation and check that the maths rendered.
 
-Usage (from the repository root, after building the docs)::
+Usage (from the repository root)::
 
-    python -m sphinx -n -W --keep-going -b html docs docs/_build/html
-    python docs/screenshots.py docs/_build/html --out docs/_build/screenshots
+    python docs/screenshots.py --build docs/_build/html --out docs/_build/screenshots
+
+``--build`` first builds the site (``python -m sphinx -n -W --keep-going -b html docs
+HTML_DIR``, the gallery included); without it the script reads an existing build.
 
 Each page is opened in headless Chromium (Debian's ``chromium`` package) with the
 network off, so the page must render from the built site alone. The script writes one
@@ -84,10 +86,17 @@ def check_page(path, page, out_dir, width, height, profile):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("html_dir", type=Path, help="the built site (docs/_build/html)")
+    parser.add_argument(
+        "--build", action="store_true", help="build the site into html_dir first"
+    )
     parser.add_argument("--out", type=Path, default=Path("docs/_build/screenshots"))
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=2000)
     args = parser.parse_args(argv)
+    if args.build:
+        docs = Path(__file__).resolve().parent
+        command = [sys.executable, "-m", "sphinx", "-n", "-W", "--keep-going", "-q"]
+        subprocess.run([*command, "-b", "html", docs, args.html_dir], check=True)
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     with tempfile.TemporaryDirectory() as profile:
