@@ -89,7 +89,20 @@ _RUNS = {
         quick=True,
         n_seeds=2,
         progress=False,
-        config={"n_heads": (1,), "train_sizes": (4, 16), "n_test": 100},
+        config={
+            "n_heads": (1,),
+            "train_sizes": (4, 16),
+            "n_test": 100,
+            "thresholds": {
+                "n_heads": (1,),
+                "token_dims": (3,),
+                "n_tokens": 3,
+                "inputs": ("boolean",),
+                "grid": (4, 16),
+                "n_seeds": 2,
+                "n_test": 100,
+            },
+        },
     ),
     "implicit-bias": lambda: run_implicit_bias(
         quick=True,
