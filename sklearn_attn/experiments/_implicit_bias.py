@@ -462,10 +462,9 @@ def run_implicit_bias(
     Parameters
     ----------
     quick : bool, default=False
-        Reduced settings (3 seeds, 4000 steps of 3%): under 20 s on two
-        cores, loaded or not (9 to 17 s at loads of 4 to 11). The default
-        (20 seeds, 80000 steps of 1%) took under two minutes at a load of
-        7 to 9.
+        Reduced settings (3 seeds, 4000 steps of 3%): 14 s on two cores at
+        a load of 5, the aligned study included. The default (20 seeds,
+        80000 steps of 1%, 12 training runs) took 296 s at a load of 5.
     n_seeds : int, default=None
         Number of instances per structure; ``None`` uses the setting's
         default (20, or 3 with ``quick``).
@@ -475,7 +474,7 @@ def run_implicit_bias(
         Where progress lines go: ``None`` prints them to standard error,
         ``False`` drops them, a callable receives each line.
     n_jobs : int, default=None
-        Joblib workers over the four training runs (each uses one BLAS
+        Joblib workers over the training runs (each uses one BLAS
         thread); 2 halves the training time on two cores. Each run has its
         own seeds, so the tables do not depend on ``n_jobs`` or on the joblib
         backend: under ``joblib.parallel_config(backend="dask")`` the runs

@@ -80,8 +80,8 @@ _DEFAULT_CONFIG = {
     # GRID, against m and d for both inputs, and for two heads at distance
     # delta. Every threshold of the benchmark's grid up to 512 was at most
     # 32 (near-degenerate heads: 16, or none for the parameters), so the
-    # grid stops at 128; the degenerate sweep keeps three of its six
-    # distances. ``None`` leaves a study out.
+    # grid stops at 128, which keeps the default under ten minutes. ``None``
+    # leaves a study out.
     "thresholds": {
         "n_heads": (1, 2, 3, 4),
         "token_dims": (4, 8),
@@ -96,7 +96,7 @@ _DEFAULT_CONFIG = {
         "token_dim": 6,
         "n_tokens": 6,
         "inputs": "boolean",
-        "distances": (None, 0.1, 0.01),
+        "distances": (None, 1.0, 0.3, 0.1, 0.03, 0.01),
         "grid": tuple(n for n in GRID if n <= 128),
         "n_seeds": 3,
         "n_test": 1000,
@@ -437,15 +437,18 @@ def run_mha(
     baseline ``Y_a = mean_b(x_b) B`` on noiseless Boolean data from a planted
     layer (``||Theta_i||_F = 2``, ``W_i`` with ``N(0, 1/d)`` entries), and
     measures the test relative error ``||F_hat - F||^2 / ||F||^2`` on fresh
-    samples.
+    samples. Then maps where recovery fails: the smallest ``n`` that recovers
+    the layer against ``m`` (1 to 4) and ``d`` (4 and 8), for Boolean and
+    Gaussian inputs, and for two nearly degenerate heads against their
+    distance (``make_attention_layer_regression(head_distance=delta)``).
 
     Parameters
     ----------
     quick : bool, default=False
         Reduced settings (``d = k = 4``, ``m`` in {1, 2}, six sizes, two
-        repetitions): 25 s to a minute on a two-core machine (measured at
-        loads of 1 to 11). The default settings took about 70 s on two free
-        cores.
+        repetitions; thresholds for ``d = k = 4``, ``m`` in {1, 2}, ``n`` up
+        to 32, two seeds, no near-degenerate sweep). The measured times are
+        in the user guide (:ref:`reproducing`).
     n_seeds : int, default=None
         Repetitions (new planted layer, data and starts each); ``None`` uses
         the setting's default (3, or 2 with ``quick``).
@@ -459,7 +462,12 @@ def run_mha(
         :class:`sklearn.utils.parallel.Parallel` (``None``: one at a time,
         each fit using all cores).
     config : dict, default=None
-        Overrides of ``default_mha_config(quick)``, e.g. ``{"n_heads": (2,)}``.
+        Overrides of ``default_mha_config(quick)``, e.g. ``{"n_heads": (2,)}``;
+        the nested ``"thresholds"``, ``"degenerate"`` and ``"learner"`` (the
+        thresholds' learner's keyword arguments) are merged, and ``None``
+        for ``"thresholds"`` or ``"degenerate"`` leaves that study out.
+        ``n_seeds`` counts the learning curves' repetitions; the thresholds
+        have their own (``config["thresholds"]["n_seeds"]``, 3).
 
     Returns
     -------
@@ -472,6 +480,24 @@ def run_mha(
         error at most 1e-6), ``theta_error_median`` (relative error of the
         attention matrices after matching heads; learner only),
         ``fit_seconds_mean`` and ``n_seeds``.
+        ``"thresholds"``: where recovery fails, one row per cell (``inputs``
+        Boolean or Gaussian, ``m``, ``d``, ``k``), over ``n_seeds`` instances
+        (new layer, data and starts each): the smallest training size of the
+        grid that recovers the layer, found by bisection (assuming success
+        is monotone in ``n``), under two criteria, ``function`` (test
+        relative error at most 1e-6) and ``parameters`` (matched ``Theta_i``
+        and ``W_i`` relative errors at most 1e-3): ``threshold_*_median``,
+        ``_min``, ``_max`` (``inf`` above the grid), ``recovered_*``
+        (instances with a finite threshold), ``starts_*_median`` (starts
+        the learner ran at the threshold, ``n_init_run_``) and
+        ``seconds_*_median`` (that fit's time), ``violations_*`` (fits above
+        the threshold that failed: non-zero means it is not sharp), the
+        counting bound ``n_count = ceil(2 m d / k)``, the median errors at
+        the largest size ``n_max``, and the cell's ``fits`` and ``seconds``.
+        ``"degenerate"``: the same for two heads at Frobenius distance
+        ``delta`` (``None``: independent heads). ``"threshold_instances"``:
+        one row per instance, with its thresholds, ``n_fits`` and the
+        ``fitted_sizes``.
 
     See Also
     --------
@@ -482,7 +508,7 @@ def run_mha(
     >>> from sklearn_attn.experiments import run_mha
     >>> tables = run_mha(quick=True, progress=False)  # doctest: +SKIP
     >>> sorted(tables)  # doctest: +SKIP
-    ['learning_curves']
+    ['degenerate', 'learning_curves', 'threshold_instances', 'thresholds']
     """
     cfg = default_mha_config(quick)
     for key, value in (config or {}).items():
