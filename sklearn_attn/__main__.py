@@ -173,7 +173,7 @@ def _build_parser():
     rep.add_argument(
         "--quick",
         action="store_true",
-        help="reduced settings: from about 10 s (implicit-bias) to 3 minutes "
+        help="reduced settings: from about 15 s (implicit-bias) to 3 minutes "
         "(rfa) on a busy two-core machine, less on free cores",
     )
     rep.add_argument(
