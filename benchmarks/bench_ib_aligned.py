@@ -48,7 +48,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 from joblib import Parallel, delayed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,31 +56,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import machine_info  # noqa: E402
 
-from sklearn_attn.attention._implicit_bias import (  # noqa: E402
-    make_max_margin_attention_data,
-    train_attention_classifier,
-)
-from sklearn_attn.attention._max_margin import (  # noqa: E402
-    _constraint_vectors,
-    max_margin_svm,
-)
-
-PARAMETRIZATIONS = ("separate", "combined")
-# (init, init_basis); the key names a row of the table.
-INITS = {
-    "random": ("random", "nuclear_svm"),
-    "aligned/nuclear_svm": ("aligned", "nuclear_svm"),
-    "aligned/gradient": ("aligned", "gradient"),
-}
-MEASURES = (
-    "corr_nuc",
-    "corr_fro",
-    "ratio_nuc",
-    "ratio_fro",
-    "corr_nuc_opt",
-    "corr_fro_opt",
-    "ratio_nuc_opt",
-    "corr_nuc_start",
+from sklearn_attn.experiments._implicit_bias import (  # noqa: E402
+    INITS,
+    PARAMETRIZATIONS,
+    _aligned_rows,
+    _draw,
+    _format_aligned,
+    _summary,
+    _train,
 )
 
 # The reproduction's full-matrix sizes and settings
@@ -112,129 +94,20 @@ def default_ib_aligned_config(quick=False):
     return copy.deepcopy(_QUICK_CONFIG if quick else _DEFAULT_CONFIG)
 
 
-def _seed_pair(random_state, *keys):
-    """``experiments._common.seed_pair``: (data, weight) seeds from SeedSequence."""
-    entropy = [int(random_state), *(int(k) for k in keys)]
-    data_seed, weight_seed = np.random.SeedSequence(entropy).generate_state(2)
-    return int(data_seed), int(weight_seed)
-
-
-# The reproduction's keys: structure "full" is index 1 of ("diagonal", "full").
-_FULL = 1
-
-
-def _weight_seed(random_state, parametrization, init_name, init_scale):
-    p = PARAMETRIZATIONS.index(parametrization)
-    if init_name == "random" and init_scale == 1e-2:
-        return _seed_pair(random_state, _FULL, p)[1]  # the reproduction's own
-    key = 1 + list(INITS).index(init_name)
-    return _seed_pair(random_state, _FULL, p, key, round(1e6 * init_scale))[1]
-
-
-def _draw(cfg, random_state):
-    return [
-        make_max_margin_attention_data(
-            **cfg["full"],
-            structure="full",
-            random_state=_seed_pair(random_state, _FULL, seed)[0],
-        )
-        for seed in range(cfg["n_seeds"])
-    ]
-
-
-def _svm_pair(instance, opt, cfg, cache, key):
-    """``((W_nuc, nuc), (W_fro, fro))`` of a token selection, cached."""
-    cache_key = (key, tuple(int(t) for t in opt))
-    if cache_key not in cache:
-        X, z, y, v, _ = instance
-        cache[cache_key] = tuple(
-            max_margin_svm(
-                X, z, y, v, norm=norm, opt=opt, n_starts=cfg["n_starts"], random_state=0
-            )
-            for norm in ("nuclear", "frobenius")
-        )
-    return cache[cache_key]
-
-
-def _margin(W, instance, opt):
-    a, b = _constraint_vectors(instance[0], instance[1], np.asarray(opt))
-    return float(np.min(np.einsum("jk,kl,jl->j", a, W, b)))
-
-
-def _corr(W, W_ref):
-    return float(np.sum(W * W_ref) / (np.linalg.norm(W) * np.linalg.norm(W_ref)))
-
-
-def _measure(W, W0, instance, selected, cfg, cache, b):
-    """Final measurements of one run (one seed)."""
-    opt = instance[4]
-    row = {"reached": bool(np.array_equal(selected, opt))}
-    nuclear, frobenius = np.linalg.norm(W, "nuc"), np.linalg.norm(W)
-    for suffix, tokens in (("", selected), ("_opt", opt)):
-        (W_nuc, nuc), (W_fro, fro) = _svm_pair(instance, tokens, cfg, cache, b)
-        margin = _margin(W, instance, tokens)
-        row[f"corr_nuc{suffix}"] = _corr(W, W_nuc)
-        row[f"corr_fro{suffix}"] = _corr(W, W_fro)
-        positive = margin > 0
-        row[f"ratio_nuc{suffix}"] = nuclear / margin / nuc if positive else np.nan
-        if suffix == "":
-            row["ratio_fro"] = frobenius / margin / fro if positive else np.nan
-        if suffix == "_opt":
-            row["corr_nuc_start"] = _corr(W0, W_nuc)
-    return row
-
-
-def _train(data, parametrization, init_name, init_scale, cfg, random_state):
-    init, init_basis = INITS[init_name]
-    stacked = [np.stack(a) for a in zip(*data, strict=True)][:4]
+def _timed_train(data, parametrization, init_name, init_scale, cfg, random_state):
+    # The reproduction's own run (and seeds) for the random start at its scale.
+    own = init_name == "random" and init_scale == 1e-2
     start = time.perf_counter()
-    result = train_attention_classifier(
-        *stacked,
-        parametrization=parametrization,
-        structure="full",
-        loss=cfg["loss"],
-        optimizer=cfg["optimizer"],
-        learning_rate=cfg["learning_rate"],
-        n_iter=cfg["n_iter"],
-        init_scale=init_scale,
-        init=init,
-        init_basis=init_basis,
-        checkpoints=[0, cfg["n_iter"]],
-        random_state=_weight_seed(random_state, parametrization, init_name, init_scale),
+    result = _train(
+        "full",
+        parametrization,
+        data,
+        {**cfg, "init_scale": init_scale, "checkpoints": [0, cfg["n_iter"]]},
+        random_state,
+        None if own else init_name,
+        init_scale,
     )
     return result, time.perf_counter() - start
-
-
-def _summary(rows):
-    """Mean / std / min / max over seeds per start scale, parametrization, start."""
-    out = []
-    keys = dict.fromkeys(
-        (r["init_scale"], r["parametrization"], r["init"]) for r in rows
-    )
-    for key in keys:
-        sel = [
-            r for r in rows if (r["init_scale"], r["parametrization"], r["init"]) == key
-        ]
-        line = {
-            "init_scale": key[0],
-            "parametrization": key[1],
-            "init": key[2],
-            "n_seeds": len(sel),
-            "n_reached": int(sum(r["reached"] for r in sel)),
-        }
-        for name in MEASURES:
-            values = np.array([r[name] for r in sel], dtype=float)
-            finite = values[np.isfinite(values)]
-            line[f"{name}_n"] = int(finite.size)
-            for stat, f in (
-                ("mean", np.mean),
-                ("std", np.std),
-                ("min", np.min),
-                ("max", np.max),
-            ):
-                line[f"{name}_{stat}"] = float(f(finite)) if finite.size else np.nan
-        out.append(line)
-    return out
 
 
 def run_ib_aligned(
@@ -275,7 +148,7 @@ def run_ib_aligned(
         else:
             cfg[key] = value
     report = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    data = _draw(cfg, random_state)
+    data = _draw("full", cfg, cfg["n_seeds"], random_state)
     cache, rows, seconds = {}, [], {}
     runs = [
         (scale, p, name)
@@ -284,7 +157,7 @@ def run_ib_aligned(
         for name in cfg["inits"]
     ]
     trained = Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_train)(data, p, name, scale, cfg, random_state)
+        delayed(_timed_train)(data, p, name, scale, cfg, random_state)
         for scale, p, name in runs
     )
     for (init_scale, parametrization, init_name), (result, elapsed) in zip(
@@ -292,19 +165,9 @@ def run_ib_aligned(
     ):
         label = f"init_scale={init_scale:g} {parametrization} {init_name}"
         seconds[label] = elapsed
-        for b, instance in enumerate(data):
-            selected = result.selected_tokens[b]
-            row = {
-                "init_scale": init_scale,
-                "parametrization": parametrization,
-                "init": init_name,
-                "seed": b,
-            }
-            W, W0 = result.W[b, -1], result.W[b, 0]
-            row.update(_measure(W, W0, instance, selected, cfg, cache, b))
-            row["selected"] = " ".join(str(int(t)) for t in selected)
-            row["log10_excess_loss"] = float(result.log10_excess_loss[b, -1])
-            rows.append(row)
+        rows += _aligned_rows(
+            init_scale, parametrization, init_name, data, result, cfg, cache
+        )
         last = _summary(rows)[-1]
         report(
             f"{label}: {elapsed:.1f} s, corr(nuc SVM, optimal tokens) "
@@ -315,54 +178,8 @@ def run_ib_aligned(
 
 
 def format_ib_aligned_table(tables):
-    """Plain-text table: mean (std, min) over seeds per parametrization and start."""
-
-    def cell(row, name, worst="min"):
-        return (
-            f"{row[f'{name}_mean']:.4f} ({row[f'{name}_std']:.4f}, "
-            f"{row[f'{name}_{worst}']:.4f})"
-        )
-
-    header = [
-        "init_scale",
-        "weights",
-        "start",
-        "corr nuc",
-        "corr fro",
-        "||W||_*/m / opt",
-        "corr nuc (opt)",
-        "corr fro (opt)",
-        "||W||_*/m / opt (opt)",
-        "reached opt",
-        "corr nuc at 0",
-    ]
-    lines = [header]
-    for row in tables["summary"]:
-        lines.append(
-            [
-                f"{row['init_scale']:g}",
-                row["parametrization"],
-                row["init"],
-                cell(row, "corr_nuc"),
-                cell(row, "corr_fro"),
-                cell(row, "ratio_nuc", "max"),
-                cell(row, "corr_nuc_opt"),
-                cell(row, "corr_fro_opt"),
-                cell(row, "ratio_nuc_opt", "max"),
-                f"{row['n_reached']}/{row['n_seeds']}",
-                f"{row['corr_nuc_start_mean']:.3f}",
-            ]
-        )
-    widths = [max(len(line[c]) for line in lines) for c in range(len(header))]
-    text = [
-        " | ".join(s.ljust(w) for s, w in zip(line, widths, strict=True))
-        for line in lines
-    ]
-    text.insert(1, "-+-".join("-" * w for w in widths))
-    return (
-        "Full matrices, mean (std, min) over seeds [ratios: mean (std, max)]; "
-        "'(opt)': against the SVMs of the optimal tokens\n" + "\n".join(text)
-    )
+    """Plain-text table: mean ± std (worst) over seeds per start."""
+    return _format_aligned(tables["summary"])
 
 
 def main(argv=None):

@@ -6,6 +6,7 @@ Tests on random data draw the planted layer, the data and the starting points fr
 the reason and the worst value over that sweep.
 """
 
+import math
 import pickle
 import warnings
 
@@ -618,7 +619,13 @@ def test_reproduction_runs_on_a_tiny_setting(tmp_path, global_random_seed):
     from sklearn_attn.experiments._mha import format_mha_summary, plot_mha, run_mha
 
     lines = []
-    config = {"n_heads": (1, 2), "train_sizes": (16, 48), "n_test": 200}
+    config = {
+        "n_heads": (1, 2),
+        "train_sizes": (16, 48),
+        "n_test": 200,
+        "thresholds": None,
+        "degenerate": None,
+    }
     tables = run_mha(
         quick=True,
         n_seeds=1,
@@ -643,3 +650,79 @@ def test_reproduction_runs_on_a_tiny_setting(tmp_path, global_random_seed):
     assert "too_few_heads" in format_mha_summary(tables)
     plot_mha(tables, tmp_path / "mha.png")
     assert (tmp_path / "mha.png").stat().st_size > 0
+
+
+def test_reproduction_thresholds_on_a_tiny_setting(global_random_seed):
+    """The recovery thresholds of ``reproduce mha`` on a tiny grid.
+
+    Whatever the seed: every threshold is a fitted size of the grid (or
+    ``inf``, with no start count), one row per instance and cell, and the
+    summary holds the instances' min, max and recovery counts.
+    """
+    from sklearn_attn.experiments._mha import (
+        CRITERIA,
+        format_mha_summary,
+        run_mha,
+    )
+
+    grid = (2, 4, 8, 16, 32)
+    config = {
+        "n_heads": (1,),
+        "train_sizes": (8,),
+        "n_test": 100,
+        "thresholds": {
+            "n_heads": (1,),
+            "token_dims": (3,),
+            "n_tokens": 3,
+            "inputs": ("boolean", "gaussian"),
+            "grid": grid,
+            "n_seeds": 2,
+            "n_test": 100,
+        },
+        "degenerate": {
+            "n_heads": 2,
+            "token_dim": 3,
+            "n_tokens": 3,
+            "inputs": "boolean",
+            "distances": (None, 0.1),
+            "grid": (8, 32),
+            "n_seeds": 1,
+            "n_test": 100,
+        },
+        "learner": {"n_init": 2, "max_iter": 200},
+    }
+    tables = run_mha(
+        quick=True,
+        n_seeds=1,
+        random_state=global_random_seed,
+        progress=False,
+        config=config,
+    )
+    instances = tables["threshold_instances"]
+    assert len(instances) == 2 * 2 + 2
+    assert [r["study"] for r in instances].count("degenerate") == 2
+    assert len(tables["thresholds"]) == 2 and len(tables["degenerate"]) == 2
+    assert {r["delta"] for r in tables["degenerate"]} == {None, 0.1}
+    for row in instances:
+        sizes = [int(n) for n in row["fitted_sizes"].split()]
+        assert row["n_fits"] == len(sizes)
+        for criterion in CRITERIA:
+            threshold = row[f"threshold_{criterion}"]
+            assert threshold == math.inf or threshold in sizes
+            assert (row[f"starts_{criterion}"] is None) == (threshold == math.inf)
+    for row in tables["thresholds"]:
+        sel = [
+            r
+            for r in instances
+            if r["study"] == "thresholds"
+            and (r["inputs"], r["m"], r["d"]) == (row["inputs"], row["m"], row["d"])
+        ]
+        assert row["n_seeds"] == len(sel) == 2
+        values = [r["threshold_function"] for r in sel]
+        assert row["threshold_function_min"] == min(values)
+        assert row["threshold_function_max"] == max(values)
+        assert row["recovered_function"] == sum(v != math.inf for v in values)
+        assert row["n_count"] == math.ceil(2 * row["m"] * row["d"] / row["k"])
+    text = format_mha_summary(tables)
+    assert "Recovery thresholds" in text and "Near-degenerate heads" in text
+    assert "over 2 seeds per cell" in text and "over 1 seed)" in text

@@ -163,7 +163,27 @@ def test_demo_writes_tables_and_figure(tmp_path, capsys):
     top_l = [r["contact"] == "True" for r in ranked[:53]]
     assert sum(top_l) / 53 == float(rows[0]["precision_top_L"])
     assert (out / "mha_learning_curves.csv").stat().st_size > 0
+    # The recovery thresholds, per cell and per instance (the quick run has no
+    # near-degenerate sweep).
+    _, rows = _read_csv(out / "mha_thresholds.csv")
+    assert {(r["inputs"], r["m"]) for r in rows} == {
+        (inputs, m) for inputs in ("boolean", "gaussian") for m in ("1", "2")
+    }
+    assert all(r["n_seeds"] == "2" for r in rows)
+    _, rows = _read_csv(out / "mha_threshold_instances.csv")
+    assert len(rows) == 4 * 2
+    assert not (out / "mha_degenerate.csv").exists()
+    assert "Recovery thresholds" in captured.out
     assert list(out.glob("implicit_bias_*.csv"))
+    # Aligned against random starts, full matrices.
+    _, rows = _read_csv(out / "implicit_bias_aligned.csv")
+    assert {r["init"] for r in rows} == {
+        "random",
+        "aligned/nuclear_svm",
+        "aligned/gradient",
+    }
+    _, rows = _read_csv(out / "implicit_bias_aligned_final.csv")
+    assert all(r["corr_nuc_opt"] for r in rows)
     if HAS_MATPLOTLIB:
         for name in ("potts.png", "mha.png", "implicit_bias.png"):
             assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -89,7 +89,20 @@ _RUNS = {
         quick=True,
         n_seeds=2,
         progress=False,
-        config={"n_heads": (1,), "train_sizes": (4, 16), "n_test": 100},
+        config={
+            "n_heads": (1,),
+            "train_sizes": (4, 16),
+            "n_test": 100,
+            "thresholds": {
+                "n_heads": (1,),
+                "token_dims": (3,),
+                "n_tokens": 3,
+                "inputs": ("boolean",),
+                "grid": (4, 16),
+                "n_seeds": 2,
+                "n_test": 100,
+            },
+        },
     ),
     "implicit-bias": lambda: run_implicit_bias(
         quick=True,
@@ -144,7 +157,8 @@ def test_command_line_on_a_cluster_writes_the_local_tables(cluster, tmp_path, ca
     err = capsys.readouterr().err
     assert f"on the Dask cluster at {cluster.scheduler_address}: 2 workers" in err
     tables = sorted(p.name for p in (tmp_path / "local").glob("*.csv"))
-    assert len(tables) == 3
+    # trajectories, final, spectra, aligned and aligned_final.
+    assert len(tables) == 5
     for name in tables:
         # No timings in these tables: the files are the same, byte for byte.
         local = (tmp_path / "local" / name).read_bytes()

@@ -39,6 +39,7 @@ from ._common import (
     _figure,
     _figure_legend,
     _log_axis,
+    _mean_spread,
     _save,
     _seeds_text,
     format_table,
@@ -56,6 +57,24 @@ __all__ = [
 
 STRUCTURES = ("diagonal", "full")
 PARAMETRIZATIONS = ("separate", "combined")
+# Starts of the aligned study (full matrices): (init, init_basis) of
+# train_attention_classifier; the key names a row of the table.
+INITS = {
+    "random": ("random", "nuclear_svm"),
+    "aligned/nuclear_svm": ("aligned", "nuclear_svm"),
+    "aligned/gradient": ("aligned", "gradient"),
+}
+# Final measures of the aligned study, per seed (see run_implicit_bias).
+MEASURES = (
+    "corr_nuc",
+    "corr_fro",
+    "ratio_nuc",
+    "ratio_fro",
+    "corr_nuc_opt",
+    "corr_fro_opt",
+    "ratio_nuc_opt",
+    "corr_nuc_start",
+)
 
 # Defaults from pilot runs on a 2-core machine (tests/test_implicit_bias.py
 # and benchmarks/bench_implicit_bias.py hold the numbers). Full matrices: the
@@ -82,6 +101,16 @@ _DEFAULT_CONFIG = {
     "checkpoints": 30,
     "n_starts": 6,
     "rank_tol": 1e-3,
+    # Full matrices from aligned against random starts, at the scale above
+    # (the early, nearly linear phase then forgets the start) and at 1.0 (a
+    # start of order one, which it does not). The random start at
+    # init_scale is the reproduction's own full-matrix run; "drop" leaves
+    # out (init_scale, init) pairs to keep the default under ten minutes.
+    "aligned": {
+        "init_scales": (1e-2, 1.0),
+        "inits": tuple(INITS),
+        "drop": ((1e-2, "aligned/gradient"),),
+    },
 }
 
 _QUICK_CONFIG = {
@@ -91,6 +120,11 @@ _QUICK_CONFIG = {
     "n_iter": 4000,
     "checkpoints": 15,
     "n_starts": 3,
+    "aligned": {
+        "init_scales": (1e-2, 1.0),
+        "inits": tuple(INITS),
+        "drop": (),
+    },
 }
 
 
@@ -113,13 +147,42 @@ def _draw(structure, cfg, n_seeds, random_state):
     return data
 
 
-def _train(structure, parametrization, data, cfg, random_state):
+def _weight_seed(random_state, structure, parametrization, init_name, init_scale):
+    """The initialisation seed of one run.
+
+    ``None`` for ``init_name`` (the reproduction's random start at its
+    ``init_scale``) keeps the reproduction's seeds; the other starts of the
+    aligned study get their own.
+    """
+    keys = [STRUCTURES.index(structure), PARAMETRIZATIONS.index(parametrization)]
+    if init_name is not None:
+        keys += [1 + list(INITS).index(init_name), round(1e6 * init_scale)]
+    return seed_pair(random_state, *keys)[1]
+
+
+def _train(
+    structure,
+    parametrization,
+    data,
+    cfg,
+    random_state,
+    init_name=None,
+    init_scale=None,
+):
+    """One vectorised run over all seeds.
+
+    ``init_name=None``: the reproduction's run (random start at
+    ``cfg["init_scale"]``, log-spaced checkpoints). Otherwise a run of the
+    aligned study from the start ``INITS[init_name]`` at ``init_scale``,
+    recorded at the first and last steps only.
+    """
     stacked = [np.stack(a) for a in zip(*data, strict=True)][:4]
-    _, weight_seed = seed_pair(
-        random_state,
-        STRUCTURES.index(structure),
-        PARAMETRIZATIONS.index(parametrization),
-    )
+    if init_name is None:
+        init, init_basis = INITS["random"]
+        scale, checkpoints = cfg["init_scale"], cfg["checkpoints"]
+    else:
+        init, init_basis = INITS[init_name]
+        scale, checkpoints = init_scale, [0, cfg["n_iter"]]
     return train_attention_classifier(
         *stacked,
         parametrization=parametrization,
@@ -128,9 +191,13 @@ def _train(structure, parametrization, data, cfg, random_state):
         optimizer=cfg["optimizer"],
         learning_rate=cfg["learning_rate"],
         n_iter=cfg["n_iter"],
-        init_scale=cfg["init_scale"],
-        checkpoints=cfg["checkpoints"],
-        random_state=weight_seed,
+        init_scale=scale,
+        init=init,
+        init_basis=init_basis,
+        checkpoints=checkpoints,
+        random_state=_weight_seed(
+            random_state, structure, parametrization, init_name, init_scale
+        ),
     )
 
 
@@ -166,6 +233,100 @@ def _margins(W, instance, selected):
 def _rank(W, tol):
     s = np.linalg.svd(W, compute_uv=False)
     return int(np.sum(s > tol * s[0])) if s[0] > 0 else 0
+
+
+def _corr(W, W_ref):
+    return float(np.sum(W * W_ref) / (np.linalg.norm(W) * np.linalg.norm(W_ref)))
+
+
+def _measure(W, W0, instance, selected, cfg, cache, b):
+    """Final measures of one full-matrix run of the aligned study (one seed).
+
+    Against the SVMs of the selected tokens (Tarzanagh et al.'s protocol) and
+    of the optimal ones (``*_opt``, the theorem's reference; the ratio is NaN
+    while the margin is not positive); ``corr_nuc_start`` is the correlation
+    of the start ``W0`` with the optimal tokens' nuclear SVM.
+    """
+    opt = instance[4]
+    row = {"reached": bool(np.array_equal(selected, opt))}
+    nuclear, frobenius = np.linalg.norm(W, "nuc"), np.linalg.norm(W)
+    for suffix, tokens in (("", selected), ("_opt", opt)):
+        (W_nuc, nuc), (W_fro, fro) = _svms("full", instance, tokens, cfg, cache, b)
+        margin = float(_margins(W[None], instance, np.asarray(tokens))[0])
+        row[f"corr_nuc{suffix}"] = _corr(W, W_nuc)
+        row[f"corr_fro{suffix}"] = _corr(W, W_fro)
+        positive = margin > 0
+        row[f"ratio_nuc{suffix}"] = nuclear / margin / nuc if positive else np.nan
+        if suffix == "":
+            row["ratio_fro"] = frobenius / margin / fro if positive else np.nan
+        else:
+            row["corr_nuc_start"] = _corr(W0, W_nuc)
+    return row
+
+
+def _aligned_rows(init_scale, parametrization, init_name, data, result, cfg, cache):
+    """Per-seed rows of one run of the aligned study (first and last steps)."""
+    rows = []
+    for b, instance in enumerate(data):
+        selected = result.selected_tokens[b]
+        row = {
+            "init_scale": init_scale,
+            "parametrization": parametrization,
+            "init": init_name,
+            "seed": b,
+        }
+        row.update(
+            _measure(result.W[b, -1], result.W[b, 0], instance, selected, cfg, cache, b)
+        )
+        row["selected"] = " ".join(str(int(t)) for t in selected)
+        row["log10_excess_loss"] = float(result.log10_excess_loss[b, -1])
+        rows.append(row)
+    return rows
+
+
+def _summary(rows):
+    """Mean / std / min / max over seeds per start scale, parametrization, start."""
+    out = []
+    keys = dict.fromkeys(
+        (r["init_scale"], r["parametrization"], r["init"]) for r in rows
+    )
+    for key in keys:
+        sel = [
+            r for r in rows if (r["init_scale"], r["parametrization"], r["init"]) == key
+        ]
+        line = {
+            "init_scale": key[0],
+            "parametrization": key[1],
+            "init": key[2],
+            "n_seeds": len(sel),
+            "n_reached": int(sum(r["reached"] for r in sel)),
+        }
+        for name in MEASURES:
+            values = np.array([r[name] for r in sel], dtype=float)
+            finite = values[np.isfinite(values)]
+            line[f"{name}_n"] = int(finite.size)
+            for stat, f in (
+                ("mean", np.mean),
+                ("std", np.std),
+                ("min", np.min),
+                ("max", np.max),
+            ):
+                line[f"{name}_{stat}"] = float(f(finite)) if finite.size else np.nan
+        out.append(line)
+    return out
+
+
+def _aligned_runs(cfg):
+    """``(init_scale, parametrization, init)`` of the aligned study's runs."""
+    aligned = cfg.get("aligned") or {}
+    drop = {(float(s), name) for s, name in aligned.get("drop", ())}
+    return [
+        (float(scale), p, name)
+        for scale in aligned.get("init_scales", ())
+        for p in PARAMETRIZATIONS
+        for name in aligned.get("inits", ())
+        if (float(scale), name) not in drop
+    ]
 
 
 def _evaluate(structure, parametrization, data, result, cfg, cache):
@@ -301,10 +462,9 @@ def run_implicit_bias(
     Parameters
     ----------
     quick : bool, default=False
-        Reduced settings (3 seeds, 4000 steps of 3%): under 20 s on two
-        cores, loaded or not (9 to 17 s at loads of 4 to 11). The default
-        (20 seeds, 80000 steps of 1%) took under two minutes at a load of
-        7 to 9.
+        Reduced settings (3 seeds, 4000 steps of 3%): 14 s on two cores at
+        a load of 5, the aligned study included. The default (20 seeds,
+        80000 steps of 1%, 12 training runs) took 296 s at a load of 5.
     n_seeds : int, default=None
         Number of instances per structure; ``None`` uses the setting's
         default (20, or 3 with ``quick``).
@@ -314,7 +474,7 @@ def run_implicit_bias(
         Where progress lines go: ``None`` prints them to standard error,
         ``False`` drops them, a callable receives each line.
     n_jobs : int, default=None
-        Joblib workers over the four training runs (each uses one BLAS
+        Joblib workers over the training runs (each uses one BLAS
         thread); 2 halves the training time on two cores. Each run has its
         own seeds, so the tables do not depend on ``n_jobs`` or on the joblib
         backend: under ``joblib.parallel_config(backend="dask")`` the runs
@@ -339,7 +499,21 @@ def run_implicit_bias(
         the SVM optima, ranks at relative tolerance ``rank_tol``, whether the
         optimal tokens were selected). ``"spectra"``: singular values of
         ``W / margin`` at the end and of the two SVM solutions, mean / std
-        over seeds, largest first.
+        over seeds, largest first. ``"aligned_final"``: full matrices, one row
+        per start scale ``init_scale``, parametrization, start ``init``
+        (``"random"``, ``"aligned/nuclear_svm"``: singular vectors of the
+        optimal tokens' nuclear-norm SVM, ``"aligned/gradient"``: those of
+        the loss's descent direction at ``W = 0``; see
+        :func:`~sklearn_attn.attention.train_attention_classifier`) and
+        seed, at the last step: ``corr_nuc``, ``corr_fro``, ``ratio_nuc``,
+        ``ratio_fro`` against the SVMs of the selected tokens, the same
+        against those of the optimal tokens (``*_opt``), the start's
+        correlation ``corr_nuc_start`` with the optimal tokens' nuclear SVM,
+        ``reached``, ``selected`` and ``log10_excess_loss``; the random start
+        at the reproduction's ``init_scale`` is its full-matrix run.
+        ``"aligned"``: per start scale, parametrization and start, mean /
+        std / min / max over seeds of each measure (``*_n`` counts the finite
+        values), ``n_seeds`` and ``n_reached``.
 
     See Also
     --------
@@ -351,7 +525,7 @@ def run_implicit_bias(
     >>> from sklearn_attn.experiments import run_implicit_bias
     >>> tables = run_implicit_bias(quick=True, progress=False)  # doctest: +SKIP
     >>> sorted(tables)  # doctest: +SKIP
-    ['final', 'spectra', 'trajectories']
+    ['aligned', 'aligned_final', 'final', 'spectra', 'trajectories']
     """
     cfg = default_implicit_bias_config(quick)
     for key, value in (config or {}).items():
@@ -374,15 +548,31 @@ def run_implicit_bias(
     data = {s: _draw(s, cfg, int(n_seeds), random_state) for s in STRUCTURES}
     report("drew the instances")
     jobs = [(s, p) for s in STRUCTURES for p in PARAMETRIZATIONS]
-    results = list(
-        run_tasks(
-            [(_train, s, p, data[s], cfg, random_state) for s, p in jobs],
-            n_jobs=n_jobs,
-        )
-    )
-    tables = {"trajectories": [], "final": [], "spectra": []}
+    # The aligned study's random start at the reproduction's scale is the
+    # reproduction's own full-matrix run; the others are trained beside it.
+    aligned = _aligned_runs(cfg)
+    own = [
+        run
+        for run in aligned
+        if run[2] == "random" and run[0] == float(cfg["init_scale"])
+    ]
+    extra = [run for run in aligned if run not in own]
+    tasks = [(_train, s, p, data[s], cfg, random_state) for s, p in jobs]
+    tasks += [
+        (_train, "full", p, data["full"], cfg, random_state, name, scale)
+        for scale, p, name in extra
+    ]
+    results = list(run_tasks(tasks, n_jobs=n_jobs))
+    tables = {
+        "trajectories": [],
+        "final": [],
+        "spectra": [],
+        "aligned": [],
+        "aligned_final": [],
+    }
+    caches = {}
     for s in STRUCTURES:
-        cache, spectra = {}, []
+        cache, spectra = caches.setdefault(s, {}), []
         for p in PARAMETRIZATIONS:
             result = results[jobs.index((s, p))]
             traj, finals, spec = _evaluate(s, p, data[s], result, cfg, cache)
@@ -397,6 +587,22 @@ def run_implicit_bias(
                 f"{last['ratio_nuc_mean']:.4f}"
             )
         tables["spectra"] += _spectra_rows(s, spectra)
+    for run in aligned:
+        scale, p, name = run
+        if run in own:
+            result = results[jobs.index(("full", p))]
+        else:
+            result = results[len(jobs) + extra.index(run)]
+        rows = _aligned_rows(scale, p, name, data["full"], result, cfg, caches["full"])
+        tables["aligned_final"] += rows
+        last = _summary(rows)[0]
+        report(
+            f"full {p} from {name} at init_scale={scale:g}: corr(nuclear SVM of "
+            f"the optimal tokens) {last['corr_nuc_opt_mean']:.4f} (min "
+            f"{last['corr_nuc_opt_min']:.4f}), optimal tokens "
+            f"{last['n_reached']}/{last['n_seeds']}"
+        )
+    tables["aligned"] = _summary(tables["aligned_final"])
     report("done")
     return tables
 
@@ -417,6 +623,9 @@ def format_implicit_bias_summary(tables):
         (the title says how many) of the correlation with the nuclear (l1)
         and Frobenius (l2) SVMs, mean normalised ratios, mean rank of ``W``
         against the SVMs', and how many runs selected the optimal tokens.
+        Then, when the tables have them, the aligned study's rows (full
+        matrices): mean ± std and worst over seeds of the correlations and
+        norm ratios per start scale, parametrization and start.
     """
     lines = []
     rows = tables.get("final") or []
@@ -455,9 +664,59 @@ def format_implicit_bias_summary(tables):
         for p in PARAMETRIZATIONS
         if any(r["structure"] == s and r["parametrization"] == p for r in rows)
     )
-    return (
+    text = (
         "Implicit bias of softmax attention (separate K Q^T -> nuclear/l1 SVM, "
         f"combined W -> Frobenius/l2 SVM), mean (min) over {seeds}\n"
+        + format_table(header, lines)
+    )
+    if tables.get("aligned"):
+        text += "\n\n" + _format_aligned(tables["aligned"])
+    return text
+
+
+def _format_aligned(summary):
+    """The aligned study: mean ± std (worst) over seeds per scale and start."""
+
+    def cell(row, name, worst="min"):
+        n = row[f"{name}_n"]
+        value = _mean_spread(row[f"{name}_mean"], row[f"{name}_std"], n, digits=4)
+        if n > 1:
+            value += f" ({worst} {row[f'{name}_{worst}']:.4f})"
+        return value
+
+    header = [
+        "init_scale",
+        "weights",
+        "start",
+        "corr nuc",
+        "corr fro",
+        "||W||_*/m / opt",
+        "corr nuc (opt)",
+        "corr fro (opt)",
+        "||W||_*/m / opt (opt)",
+        "optimal tokens",
+        "corr nuc at 0",
+    ]
+    lines = [
+        [
+            f"{row['init_scale']:g}",
+            row["parametrization"],
+            row["init"],
+            cell(row, "corr_nuc"),
+            cell(row, "corr_fro"),
+            cell(row, "ratio_nuc", "max"),
+            cell(row, "corr_nuc_opt"),
+            cell(row, "corr_fro_opt"),
+            cell(row, "ratio_nuc_opt", "max"),
+            f"{row['n_reached']}/{row['n_seeds']}",
+            f"{row['corr_nuc_start_mean']:.3f}",
+        ]
+        for row in summary
+    ]
+    seeds = _seeds_text(row["n_seeds"] for row in summary)
+    return (
+        "Full matrices from aligned against random starts, mean ± std (worst) "
+        f"over {seeds}; '(opt)': against the SVMs of the optimal tokens\n"
         + format_table(header, lines)
     )
 
