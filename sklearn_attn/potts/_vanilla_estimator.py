@@ -297,11 +297,11 @@ class VanillaAttentionPseudoLikelihood(
         objectives = np.array([run["objective"] for run in runs])
         best = int(np.argmin(np.where(np.isfinite(objectives), objectives, np.inf)))
         run = runs[best]
-        if not run["converged"]:
+        if run["stop"] is not None:
             warn_at_caller(
-                f"{type(self).__name__}.fit did not converge in max_iter="
-                f"{self.max_iter} L-BFGS iterations (the kept start): tol="
-                f"{self.tol} was not reached. Increase max_iter, or loosen tol.",
+                f"{type(self).__name__}.fit did not converge {run['stop']} (the "
+                f"kept start): tol={self.tol} was not reached. Increase "
+                "max_iter, or loosen tol.",
                 ConvergenceWarning,
             )
         for name, part in layer.split(run["theta"]).items():
@@ -346,11 +346,18 @@ class VanillaAttentionPseudoLikelihood(
                 history=_LBFGS_HISTORY,
                 callback=callback,
             )
+        stop = None
+        if result.status == 1:  # a limit was reached before the tolerance
+            stop = (
+                f"in max_iter={self.max_iter} L-BFGS iterations"
+                if result.nit >= self.max_iter
+                else f"in {result.nfev} objective evaluations (the limit)"
+            )
         return {
             "theta": np.asarray(result.x, dtype=np.float64),
             "objective": float(result.fun * scale),
             "n_iter": int(result.nit),
-            "converged": result.status != 1,
+            "stop": stop,
             "curve": curve,
         }
 
