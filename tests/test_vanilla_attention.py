@@ -7,11 +7,30 @@ drawn from ``global_random_seed``; each tolerance is exact up to rounding and
 holds for any seed (the reason is given next to it).
 """
 
+import warnings
+
 import numpy as np
 import pytest
+from _strategies import (
+    INVALID_RANDOM_STATES,
+    Expect,
+    check_contract,
+    examples,
+    hyper_parameters,
+    sample_weights,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from test_properties_potts import (
+    ALPHABET_NAMES,
+    _log_probabilities,
+    _probabilities,
+    code_inputs,
+    sequence_inputs,
+)
 
 from sklearn_attn.datasets import make_potts_sequences
 from sklearn_attn.potts import VanillaAttentionPseudoLikelihood
@@ -249,3 +268,61 @@ def test_agrees_on_the_device(cupy):
     follow = gpu.set_params(device=None)
     out = follow.predict_proba(cupy.asarray(X))
     assert_allclose(out.get(), cpu.predict_proba(X), rtol=1e-8, atol=1e-12)
+
+
+# -- the input contract (Hypothesis), with the strategies of the Potts estimator ----
+
+VANILLA_SPEC = {
+    "embedding_dim": ([None, 2, 5], [0, -1, 2.5]),
+    "alpha": ([0.01, 0.0, 1.0], [-1.0, np.nan, "0"]),
+    "sequence_identity": ([None, 0.8, 1.0], [0.0, 1.5]),
+    "max_iter": ([3, 0, 1], [-1, 2.5]),
+    "tol": ([1e-7, 0.0, 1e-2], [-1.0, np.nan]),
+    "n_init": ([1, 2], [0, 1.5]),
+    "random_state": ([0, 1], INVALID_RANDOM_STATES),
+}
+
+
+@examples(2)
+@given(data=st.data())
+def test_fit_contract(data):
+    """fit on codes or text in any form, then every prediction on the same
+    data: the error contract of ``_strategies.check_contract``, as for
+    PottsPseudoLikelihood."""
+    params, verdict = data.draw(hyper_parameters(VANILLA_SPEC), label="params")
+    if data.draw(st.booleans(), label="text"):
+        alphabet = data.draw(st.sampled_from(ALPHABET_NAMES), label="alphabet")
+        X, _, n, L, x_verdict = data.draw(sequence_inputs(alphabet), label="X")
+    else:
+        alphabet = "protein"
+        X, n, L, x_verdict = data.draw(code_inputs(), label="X")
+    verdict |= x_verdict
+    sample_weight = data.draw(sample_weights(n), label="sample_weight")
+    verdict |= sample_weight.verdict
+    model = VanillaAttentionPseudoLikelihood(**params, alphabet=alphabet)
+
+    def call():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, sample_weight=sample_weight.value)
+        q = len(model.states_)
+        return [
+            Expect("predict", model.predict(X), shape=(n, L), dtypes=None),
+            Expect(
+                "predict_proba",
+                model.predict_proba(X),
+                shape=(n, L, q),
+                check=_probabilities,
+            ),
+            Expect(
+                "score_samples",
+                model.score_samples(X),
+                shape=(n,),
+                check=_log_probabilities,
+            ),
+            Expect("score", model.score(X), shape=(), dtypes=None),
+        ]
+
+    check_contract(
+        call, verdict=verdict, inputs=[X, sample_weight.value], fitted=[model]
+    )

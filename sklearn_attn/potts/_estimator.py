@@ -180,7 +180,17 @@ class _SequenceModelMixin:
                         else ""
                     )
                 )
-        X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
+        try:
+            X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
+        except ValueError as exc:
+            if "0 feature(s)" not in str(exc):
+                raise
+            # scikit-learn's words (its checks look for them), and ours: an
+            # empty row such as [[], []] may have been meant as text.
+            raise ValueError(
+                f"X has 0 sites: {exc} At least 2 sites are needed for a "
+                "pseudo-likelihood."
+            ) from None
         if X.dtype.kind in "US":
             raise ValueError(
                 "X mixes integer codes and strings; give either integer state "
@@ -209,8 +219,8 @@ class _SequenceModelMixin:
                 )
         if X.shape[1] < 2:
             raise ValueError(
-                f"X has {X.shape[1]} site(s) (1 feature(s)); at least 2 sites are "
-                "needed for a pseudo-likelihood."
+                f"X has {X.shape[1]} site(s) ({X.shape[1]} feature(s)); at least 2 "
+                "sites are needed for a pseudo-likelihood."
             )
         if reset:
             self.states_ = np.unique(X)
