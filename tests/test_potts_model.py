@@ -16,6 +16,7 @@ from sklearn_attn.potts._model import (
     FullCouplings,
     OneHotRows,
     log_conditionals,
+    mean_field_couplings,
     objective,
     one_hot,
     zero_sum_gauge,
@@ -227,3 +228,71 @@ def test_scaled_coordinates(parametrization, global_random_seed):
 def test_one_hot():
     codes = np.array([[0, 2], [1, 1]])
     assert_allclose(one_hot(codes, 3), [[1, 0, 0, 0, 0, 1], [0, 1, 0, 0, 1, 0]])
+
+
+def test_mean_field_couplings_invert_the_connected_correlations(global_random_seed):
+    """``J = -C^{-1}`` written out: frequencies with a pseudocount, the
+    correlation matrix of the one-hot sites without each site's last state, and
+    its inverse. Entries of order one to ten from a well-conditioned matrix
+    (the pseudocount of 0.5 keeps every frequency above 0.08): ~1e-13 apart."""
+    rng = np.random.default_rng(global_random_seed)
+    codes, rows, weights = _tiny_data(rng, n=40)
+    J = mean_field_couplings(rows, Q, pseudocount=0.5)
+    x = one_hot(codes, Q)
+    w = weights / weights.sum()
+    f = 0.5 * (w @ x) + 0.5 / Q
+    fij = 0.5 * (x.T * w) @ x + 0.5 / Q**2
+    for i in range(L):
+        block = slice(i * Q, (i + 1) * Q)
+        fij[block, block] = np.diag(f[block])
+    keep = [k for k in range(L * Q) if k % Q != Q - 1]
+    C = (fij - np.outer(f, f))[np.ix_(keep, keep)]
+    expected = np.zeros((L * Q, L * Q))
+    expected[np.ix_(keep, keep)] = -np.linalg.inv(C)
+    expected = expected.reshape(L, Q, L, Q)
+    expected[np.arange(L), :, np.arange(L), :] = 0.0
+    assert_allclose(J, expected, rtol=1e-10, atol=1e-12)
+    assert_allclose(J, J.transpose(2, 3, 0, 1), atol=1e-12)
+
+
+@pytest.mark.parametrize("n_heads", [1, 2])
+def test_factor_recovers_factored_couplings(n_heads, global_random_seed):
+    """Couplings that are exactly ``sum_h A^h (x) V^h`` are factored back
+    exactly, up to the gauge: the zero-sum gauge of the couplings agrees to
+    rounding (~1e-15 on entries of order one)."""
+    rng = np.random.default_rng(global_random_seed)
+    parametrization = FactoredAttention(L, Q, n_heads, "free")
+    theta = rng.standard_normal(parametrization.n_params)
+    couplings_mat, _ = parametrization.couplings(theta)
+    couplings = couplings_mat.reshape(L, Q, L, Q)
+    attention, values = parametrization.factor(couplings)
+    assert np.all(attention[:, np.arange(L), np.arange(L)] == 0)
+    refit = np.einsum("hij,hab->iajb", attention, values)
+    zeros = np.zeros((L, Q))
+    assert_allclose(
+        zero_sum_gauge(refit, zeros)[0],
+        zero_sum_gauge(couplings, zeros)[0],
+        atol=1e-10,
+    )
+
+
+def test_factor_is_the_best_factorization(global_random_seed):
+    """One head of general couplings: the truncated SVD is the closest rank-one
+    tensor (Eckart-Young), closer than any perturbation of it."""
+    rng = np.random.default_rng(global_random_seed)
+    parametrization = FactoredAttention(L, Q, 1, "free")
+    couplings = rng.standard_normal((L, Q, L, Q))
+    couplings[np.arange(L), :, np.arange(L), :] = 0.0
+    target = zero_sum_gauge(couplings, np.zeros((L, Q)))[0]
+    attention, values = parametrization.factor(couplings)
+
+    def distance(A, V):
+        fit = np.einsum("hij,hab->iajb", A, V)
+        return np.linalg.norm(zero_sum_gauge(fit, np.zeros((L, Q)))[0] - target)
+
+    best = distance(attention, values)
+    for _ in range(5):
+        A = attention + 0.01 * rng.standard_normal(attention.shape)
+        A[:, np.arange(L), np.arange(L)] = 0.0
+        V = values + 0.01 * rng.standard_normal(values.shape)
+        assert distance(A, V) > best

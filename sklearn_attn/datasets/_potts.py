@@ -324,6 +324,18 @@ def make_potts_sequences(
     colour and do not mix (use ``beta = 0.5`` there, which mixes). Dense
     couplings form a Potts glass at large ``beta``.
 
+    At ``beta = 1`` the dense teacher is weak: its conditional entropy, about
+    2.2 nats at ``L = 20``, ``q = 10``, is close to the ``log 10 = 2.30`` of
+    independent sites. ``graph="dense", beta=3`` gives a dense signed teacher
+    of about one nat per site, the regime where the factored fit has local
+    optima (see ``init`` in :class:`~sklearn_attn.potts.PottsPseudoLikelihood`):
+    over seeds 0-99 its conditional entropy is 0.57-1.95 nats (median 1.27),
+    and for 89 of these 100 teachers a second run started from the all-zero
+    state agrees with the first on the single-site frequencies (RMS z-score
+    at most 1.3 on 2,000 samples); the 11 others, of entropies 0.60-1.21, are
+    glassy: their chains stay near where they start, some even after
+    ``burn_in=2000`` sweeps. Seeds 0-9 all mix.
+
     With few states the default ``embedding_dim = n_states`` gives a colour
     similarity with a very uneven diagonal, and the model can be strongly
     ordered (most sequences constant for ``L = 6``, ``q = 3``); a larger

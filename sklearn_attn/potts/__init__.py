@@ -1,5 +1,8 @@
 """Generalized Potts models by pseudo-likelihood: factored self-attention or plmDCA.
 
+Beside them, the baseline of one layer of vanilla self-attention trained on the
+same masked-token task (:class:`VanillaAttentionPseudoLikelihood`).
+
 Also the alignment tools a computational biologist needs around it: reading
 FASTA/A2M alignments, encoding, filtering, sequence reweighting, contact
 scores with their precision against a structure, and files for other tools
@@ -32,10 +35,12 @@ from ._sampling import (
     exact_distribution,
     gibbs_sample,
 )
+from ._vanilla_estimator import VanillaAttentionPseudoLikelihood
 
 __all__ = [
     "ALPHABETS",
     "PottsPseudoLikelihood",
+    "VanillaAttentionPseudoLikelihood",
     "apc",
     "conditional_log_probs",
     "contact_precision",

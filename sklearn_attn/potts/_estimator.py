@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from numbers import Integral, Number, Real
@@ -36,6 +37,7 @@ from ._model import (
     FullCouplings,
     OneHotRows,
     log_conditionals,
+    mean_field_couplings,
     objective,
     one_hot,
     zero_sum_gauge,
@@ -67,220 +69,15 @@ def _state_frequencies(codes, weights, n_states):
     return counts / weights.sum()
 
 
-class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
-    """Generalized Potts model fitted by pseudo-likelihood (factored self-attention).
+class _SequenceModelMixin:
+    """Input, weights and predictions of a model of single-site conditionals.
 
-    One layer of *factored* self-attention (attention from positions only,
-    values from tokens only) trained by masked-token prediction computes the
-    conditionals of a generalized Potts model,
-
-    .. math::
-
-        p(s_i = a \\mid s_{-i}) \\propto \\exp\\Big(h_i(a) + \\sum_{j \\ne i}
-        \\sum_{k=1}^{H} A^k_{ij} V^k_{a s_j}\\Big),
-
-    and its training loss is the negative pseudo-log-likelihood (Rende, Gerace,
-    Laio and Goldt, 2024). With ``parametrization="full"`` the couplings are the
-    free symmetric tensor ``J_ij(a, b)`` of plmDCA instead. Both are fitted by
-    L-BFGS on analytic gradients of plmc's objective
-
-    .. math::
-
-        f = -\\sum_s w_s \\sum_i \\log p(s_i \\mid s_{-i})
-            + \\alpha_h \\sum_{i,a} h_i(a)^2
-            + \\frac{\\alpha_J}{2} \\sum_{i \\ne j} \\sum_{a,b} J_{ij}(a, b)^2 ,
-
-    in plmc's units (a weighted sum over sequences).
-
-    Read more in the :ref:`User Guide <potts>`.
-
-    Parameters
-    ----------
-    parametrization : {"factored", "full"}, default="factored"
-        Factored self-attention, or the full plmDCA coupling tensor.
-    n_heads : int, default=1
-        Number of attention heads ``H`` (factored only).
-    attention : {"softmax", "free"}, default="softmax"
-        ``"softmax"``: each ``A^k`` is a row-wise softmax over ``j != i`` of free
-        logits; ``"free"``: an unconstrained matrix with zero diagonal.
-    alphabet : str, default="protein"
-        Used when ``X`` holds aligned strings: ``"protein"``
-        (``-ACDEFGHIKLMNPQRSTVWY``, gap included), ``"dna"``, ``"rna"``, or any
-        string of distinct characters. Integer codes ignore it. Predictions
-        encode text over the fitted ``states_``, whatever ``alphabet`` is set
-        to after ``fit``.
-    unknown_letters : {"drop", "gap", "error"}, default="drop"
-        For text input: what a letter outside the alphabet (``X``, ``B``,
-        ``Z``, ...; lower case counts as upper case) does. ``"drop"`` leaves
-        such sequences out of ``fit``, as plmc does (``n_sequences_dropped_``
-        counts them, and their ``sample_weight`` goes with them), and makes
-        the prediction methods raise on them; ``"gap"`` reads such letters as
-        the gap (the alphabet's first character); ``"error"`` raises.
-    alpha_fields : float, default=0.01
-        Penalty ``alpha_h`` on the fields (plmc's ``-lh``).
-    alpha_couplings : float, default=None
-        Penalty ``alpha_J`` on the couplings (plmc's ``-le``); ``None`` means
-        ``0.01 (q - 1) (L - 1)``, the scaling EVcouplings uses with plmc.
-    sequence_identity : float in (0, 1], default=None
-        When set and no ``sample_weight`` is given, weight each sequence by
-        ``1 / #{sequences with identity >= sequence_identity}`` (0.8 in plmc and
-        CCMpred). ``None``: unit weights.
-    max_iter : int, default=500
-        Maximum number of L-BFGS iterations.
-    tol : float, default=1e-7
-        Stop when the relative decrease of the objective falls below ``tol``
-        on two iterations in a row, or the largest gradient entry of the
-        per-site mean objective falls below ``tol``.
-    init_scale : float, default=0.1
-        Standard deviation of the initial attention logits and values.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the initialisation and of :meth:`sample`.
-    verbose : int, default=0
-        Print the objective every ``verbose`` iterations.
-    warm_start : bool, default=False
-        When True and the model is fitted, ``fit`` starts L-BFGS from the
-        fitted parameters (the fields and the couplings, or the fields,
-        attention logits and values) instead of the initialisation, for
-        example along a path of decreasing penalties (see
-        :ref:`potts_penalty_path`). The data and the penalties may change;
-        the alignment length, the states (``states_``, which for text are
-        the alphabet's), the kind of input (codes or text), and
-        ``parametrization``, ``n_heads`` and ``attention`` may not: a change
-        of any of them raises a ``ValueError`` that names it and leaves the
-        fitted model as it was, as scikit-learn's MLP and SGD estimators do
-        for new features or classes. L-BFGS's correction pairs are not kept,
-        so the continued run starts afresh from that point; ``n_iter_``,
-        ``loss_curve_`` and ``objective_`` describe the last call to ``fit``
-        only. ``random_state`` and ``init_scale`` are then unused. On an
-        unfitted model, ``fit`` is the same either way.
-    device : {None, "cpu", "cuda", "cuda:N"}, default=None
-        Where to compute (see :ref:`devices`): the objective and gradient in
-        ``fit``, the predictions, and the Gibbs sampler of :meth:`sample`.
-        ``None`` follows the input (CuPy codes in, CuPy out); the optimiser's
-        state stays on the host.
-
-    Attributes
-    ----------
-    states_ : ndarray of shape (n_states,)
-        The states: the alphabet's characters for string input (dtype
-        ``<U1``, for bytes input too), the distinct codes seen in ``fit`` for
-        integer input (in the dtype of ``X``: a float32 or bool code array
-        gives float32 or bool states).
-    n_sites_ : int
-        Alignment length ``L``.
-    fields_ : ndarray of shape (n_sites, n_states), dtype float64
-        Fields in the zero-sum gauge of the couplings.
-    couplings_ : ndarray of shape (n_sites, n_states, n_sites, n_states), \
-            dtype float64
-        Couplings ``J[i, a, j, b]`` in the zero-sum gauge.
-    attention_ : ndarray of shape (n_heads, n_sites, n_sites), dtype float64
-        Attention matrices ``A^k`` (factored only).
-    values_ : ndarray of shape (n_heads, n_states, n_states), dtype float64
-        Value matrices ``V^k`` (factored only).
-    alpha_couplings_ : float
-        The coupling penalty used (``alpha_couplings`` or its default).
-    n_eff_ : float
-        Effective number of sequences: the sum of the weights the fit used
-        (``sample_weight``, the ``sequence_identity`` reweighting, or one per
-        sequence), as plmc reports it.
-    n_sequences_dropped_ : int
-        Sequences of ``X`` left out for letters outside the alphabet
-        (``unknown_letters="drop"``); 0 for integer codes.
-    objective_ : float
-        plmc's objective at the solution, in plmc's units.
-    n_iter_ : int
-        Number of L-BFGS iterations of the last call to ``fit``. A fit that
-        stops at ``max_iter`` before reaching ``tol`` emits a
-        :class:`~sklearn.exceptions.ConvergenceWarning`.
-    loss_curve_ : list of float
-        plmc's objective after each iteration of the last call to ``fit``.
-    n_features_in_ : int
-        Equal to ``n_sites_``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Column names of ``X``; defined only when ``X`` has column names that
-        are all strings.
-
-    Notes
-    -----
-    **Dtypes.** ``X`` holds labels (codes or letters), not measurements, so
-    its dtype sets only that of ``states_`` and of what is made of states
-    (:meth:`predict`, :meth:`sample`). The parameters, :meth:`predict_proba`,
-    :meth:`score_samples`, :meth:`contact_scores` and the scalar attributes
-    are float64 whatever ``X`` is. During ``fit`` the objective's two big
-    products run in float32 with float64 sums (see the User Guide); nothing
-    in float32 is stored. ``sample_weight`` is read as float64 and is never
-    modified, nor is ``X``.
-
-    See Also
-    --------
-    sklearn_attn.datasets.make_potts_sequences : Samples from a planted model.
-    sklearn_attn.potts.read_alignment : Read FASTA and A2M alignments.
-
-    Examples
-    --------
-    >>> from sklearn_attn import PottsPseudoLikelihood
-    >>> from sklearn_attn.datasets import make_potts_sequences
-    >>> X, params = make_potts_sequences(
-    ...     n_samples=500, n_sites=8, n_states=5, random_state=0)
-    >>> model = PottsPseudoLikelihood(random_state=0).fit(X)
-    >>> model.predict_proba(X[:2]).shape
-    (2, 8, 5)
-    >>> model.contact_scores().shape
-    (8, 8)
+    Shared by :class:`PottsPseudoLikelihood` and
+    :class:`~sklearn_attn.potts.VanillaAttentionPseudoLikelihood`: aligned text or
+    integer codes in (``alphabet``, ``unknown_letters``, ``states_``), the fit's
+    sequence weights (``sample_weight`` or ``sequence_identity``), and the
+    prediction methods, which read ``_log_conditionals(X)``.
     """
-
-    _parameter_constraints = {
-        "parametrization": [StrOptions({"factored", "full"})],
-        "n_heads": [Interval(Integral, 1, None, closed="left")],
-        "attention": [StrOptions({"softmax", "free"})],
-        "alphabet": [str],
-        "unknown_letters": [StrOptions({"drop", "gap", "error"})],
-        "alpha_fields": [Interval(Real, 0, None, closed="left")],
-        "alpha_couplings": [Interval(Real, 0, None, closed="left"), None],
-        "sequence_identity": [Interval(Real, 0, 1, closed="right"), None],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "init_scale": [Interval(Real, 0, None, closed="left")],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "warm_start": ["boolean"],
-        "device": [str, None],
-    }
-
-    def __init__(
-        self,
-        parametrization="factored",
-        *,
-        n_heads=1,
-        attention="softmax",
-        alphabet="protein",
-        unknown_letters="drop",
-        alpha_fields=0.01,
-        alpha_couplings=None,
-        sequence_identity=None,
-        max_iter=500,
-        tol=1e-7,
-        init_scale=0.1,
-        random_state=None,
-        verbose=0,
-        warm_start=False,
-        device=None,
-    ):
-        self.parametrization = parametrization
-        self.n_heads = n_heads
-        self.attention = attention
-        self.alphabet = alphabet
-        self.unknown_letters = unknown_letters
-        self.alpha_fields = alpha_fields
-        self.alpha_couplings = alpha_couplings
-        self.sequence_identity = sequence_identity
-        self.max_iter = max_iter
-        self.tol = tol
-        self.init_scale = init_scale
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.device = device
 
     # -- input ----------------------------------------------------------------
     def _alphabet_string(self):
@@ -383,7 +180,17 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                         else ""
                     )
                 )
-        X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
+        try:
+            X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
+        except ValueError as exc:
+            if "0 feature(s)" not in str(exc):
+                raise
+            # scikit-learn's words (its checks look for them), and ours: an
+            # empty row such as [[], []] may have been meant as text.
+            raise ValueError(
+                f"X has 0 sites: {exc} At least 2 sites are needed for a "
+                "pseudo-likelihood."
+            ) from None
         if X.dtype.kind in "US":
             raise ValueError(
                 "X mixes integer codes and strings; give either integer state "
@@ -412,8 +219,8 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 )
         if X.shape[1] < 2:
             raise ValueError(
-                f"X has {X.shape[1]} site(s) (1 feature(s)); at least 2 sites are "
-                "needed for a pseudo-likelihood."
+                f"X has {X.shape[1]} site(s) ({X.shape[1]} feature(s)); at least 2 "
+                "sites are needed for a pseudo-likelihood."
             )
         if reset:
             self.states_ = np.unique(X)
@@ -438,6 +245,381 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 f"not seen in fit; the states are {self.states_.tolist()}."
             )
         return codes
+
+    def _fit_weights(self, codes, dropped, sample_weight):
+        """Distinct sequences and their weights for ``fit``.
+
+        Sets ``n_eff_`` and ``n_sequences_dropped_``. Identical sequences
+        contribute identical terms, so they are merged (and those of zero
+        weight, which contribute nothing, dropped).
+        """
+        n_samples = codes.shape[0]
+        self.n_sequences_dropped_ = 0 if dropped is None else int(dropped.sum())
+        if dropped is None:
+            weights = check_sample_weight(sample_weight, n_samples)
+        else:
+            weights = check_sample_weight(sample_weight, dropped.size)
+            weights = None if weights is None else weights[~dropped]
+        if weights is None:
+            if self.sequence_identity is not None:
+                weights = sequence_weights(
+                    codes,
+                    identity_threshold=self.sequence_identity,
+                    n_states=self.states_.size,
+                )
+            else:
+                weights = np.ones(n_samples)
+        self.n_eff_ = float(weights.sum())
+        if not self.n_eff_ > 0:
+            raise ValueError(
+                "The sequences kept for the fit have a total weight of "
+                f"{self.n_eff_}; at least one positive sample_weight is needed."
+            )
+        positive = weights > 0
+        codes, inverse = np.unique(codes[positive], axis=0, return_inverse=True)
+        weights = np.bincount(
+            inverse.ravel(), weights=weights[positive], minlength=len(codes)
+        )
+        return codes, weights
+
+    # -- predictions ----------------------------------------------------------
+    def predict_proba(self, X):
+        """Conditional distribution of every site given the others.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_sites, n_states)
+            ``proba[s, i, a] = p(s_i = states_[a] | rest of sequence s)``; a
+            CuPy array when ``device=None`` and ``X`` is one.
+        """
+        log_p, _, device = self._log_conditionals(X)
+        with device.activate():
+            return to_output(device.xp.exp(log_p), device)
+
+    def predict(self, X):
+        """Most likely state of each site given the other sites.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
+
+        Returns
+        -------
+        states : ndarray of shape (n_samples, n_sites)
+            Entries of ``states_``; a CuPy array when ``device=None`` and ``X``
+            is one.
+        """
+        log_p, _, device = self._log_conditionals(X)
+        with device.activate():
+            best = log_p.argmax(axis=2)
+            if device.return_device_arrays:  # integer codes in, so integer states
+                return device.xp.asarray(self.states_)[best]
+        return self.states_[to_host(best)]
+
+    def score_samples(self, X):
+        """Mean pseudo-log-likelihood per site of each sequence.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            ``(1 / L) sum_i log p(s_i | s_-i)``; a CuPy array when
+            ``device=None`` and ``X`` is one.
+        """
+        log_p, codes, device = self._log_conditionals(X)
+        with device.activate():
+            picked = device.xp.take_along_axis(log_p, codes[:, :, None], axis=2)
+            return to_output(picked[:, :, 0].mean(axis=1), device)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean pseudo-log-likelihood per site (higher is better).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_sites), or aligned text
+            Integer codes if ``fit`` saw codes, text if it saw text (in any
+            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the sequences.
+
+        Returns
+        -------
+        score : float
+            Weighted mean of :meth:`score_samples`.
+        """
+        scores = to_host(self.score_samples(X))
+        weights = check_sample_weight(sample_weight, len(scores))
+        return float(np.average(scores, weights=weights))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        tags.target_tags.required = False
+        return tags
+
+
+class PottsPseudoLikelihood(
+    _SequenceModelMixin, DeviceCacheMixin, DensityMixin, BaseEstimator
+):
+    """Generalized Potts model fitted by pseudo-likelihood (factored self-attention).
+
+    One layer of *factored* self-attention (attention from positions only,
+    values from tokens only) trained by masked-token prediction computes the
+    conditionals of a generalized Potts model,
+
+    .. math::
+
+        p(s_i = a \\mid s_{-i}) \\propto \\exp\\Big(h_i(a) + \\sum_{j \\ne i}
+        \\sum_{k=1}^{H} A^k_{ij} V^k_{a s_j}\\Big),
+
+    and its training loss is the negative pseudo-log-likelihood (Rende, Gerace,
+    Laio and Goldt, 2024). With ``parametrization="full"`` the couplings are the
+    free symmetric tensor ``J_ij(a, b)`` of plmDCA instead. Both are fitted by
+    L-BFGS on analytic gradients of plmc's objective
+
+    .. math::
+
+        f = -\\sum_s w_s \\sum_i \\log p(s_i \\mid s_{-i})
+            + \\alpha_h \\sum_{i,a} h_i(a)^2
+            + \\frac{\\alpha_J}{2} \\sum_{i \\ne j} \\sum_{a,b} J_{ij}(a, b)^2 ,
+
+    in plmc's units (a weighted sum over sequences).
+
+    Read more in the :ref:`User Guide <potts>`.
+
+    Parameters
+    ----------
+    parametrization : {"factored", "full"}, default="factored"
+        Factored self-attention, or the full plmDCA coupling tensor.
+    n_heads : int, default=1
+        Number of attention heads ``H`` (factored only).
+    attention : {"softmax", "free"}, default="softmax"
+        ``"softmax"``: each ``A^k`` is a row-wise softmax over ``j != i`` of free
+        logits; ``"free"``: an unconstrained matrix with zero diagonal.
+    alphabet : str, default="protein"
+        Used when ``X`` holds aligned strings: ``"protein"``
+        (``-ACDEFGHIKLMNPQRSTVWY``, gap included), ``"dna"``, ``"rna"``, or any
+        string of distinct characters. Integer codes ignore it. Predictions
+        encode text over the fitted ``states_``, whatever ``alphabet`` is set
+        to after ``fit``.
+    unknown_letters : {"drop", "gap", "error"}, default="drop"
+        For text input: what a letter outside the alphabet (``X``, ``B``,
+        ``Z``, ...; lower case counts as upper case) does. ``"drop"`` leaves
+        such sequences out of ``fit``, as plmc does (``n_sequences_dropped_``
+        counts them, and their ``sample_weight`` goes with them), and makes
+        the prediction methods raise on them; ``"gap"`` reads such letters as
+        the gap (the alphabet's first character); ``"error"`` raises.
+    alpha_fields : float, default=0.01
+        Penalty ``alpha_h`` on the fields (plmc's ``-lh``).
+    alpha_couplings : float, default=None
+        Penalty ``alpha_J`` on the couplings (plmc's ``-le``); ``None`` means
+        ``0.01 (q - 1) (L - 1)``, the scaling EVcouplings uses with plmc.
+    sequence_identity : float in (0, 1], default=None
+        When set and no ``sample_weight`` is given, weight each sequence by
+        ``1 / #{sequences with identity >= sequence_identity}`` (0.8 in plmc and
+        CCMpred). ``None``: unit weights.
+    max_iter : int, default=500
+        Maximum number of L-BFGS iterations.
+    tol : float, default=1e-7
+        Stop when the relative decrease of the objective falls below ``tol``
+        on two iterations in a row, or the largest gradient entry of the
+        per-site mean objective falls below ``tol``.
+    init_scale : float, default=0.1
+        Standard deviation of the random initial attention logits and values.
+    init : {"auto", "mean-field", "random"}, default="auto"
+        Start of factored attention. ``"mean-field"``: the best ``n_heads``-head
+        factorization (a truncated SVD of the zero-sum-gauge blocks) of the
+        mean-field couplings ``J = -C^{-1}`` of the alignment (``C`` its
+        connected correlations), for free attention only; ``"random"``:
+        Gaussian logits and values of standard deviation ``init_scale``;
+        ``"auto"``: ``"mean-field"`` with free attention, else ``"random"``.
+        The factored objective is not convex: on 16 dense signed teachers
+        (``L = 20``, ``q = 10``, 25,600 sequences; see
+        ``benchmarks/bench_potts_dense.py``) 6 of 38 random starts of one free
+        head stopped in local optima with test losses 6-16% above the true
+        conditional entropy, while all 26 mean-field starts came within 0.3%
+        of it. The mean-field start costs one to three evaluations of the
+        objective. The full model (convex) always starts from zero couplings.
+    n_init : int, default=1
+        Number of starts of factored attention; the one with the lowest
+        objective is kept. The first is ``init``, the others random. Ignored
+        by the full model and by a warm start.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random starts and of :meth:`sample`.
+    verbose : int, default=0
+        Print the objective every ``verbose`` iterations.
+    warm_start : bool, default=False
+        When True and the model is fitted, ``fit`` starts L-BFGS from the
+        fitted parameters (the fields and the couplings, or the fields,
+        attention logits and values) instead of the initialisation, for
+        example along a path of decreasing penalties (see
+        :ref:`potts_penalty_path`). The data and the penalties may change;
+        the alignment length, the states (``states_``, which for text are
+        the alphabet's), the kind of input (codes or text), and
+        ``parametrization``, ``n_heads`` and ``attention`` may not: a change
+        of any of them raises a ``ValueError`` that names it and leaves the
+        fitted model as it was, as scikit-learn's MLP and SGD estimators do
+        for new features or classes. L-BFGS's correction pairs are not kept,
+        so the continued run starts afresh from that point; ``n_iter_``,
+        ``loss_curve_`` and ``objective_`` describe the last call to ``fit``
+        only. ``random_state`` and ``init_scale`` are then unused. On an
+        unfitted model, ``fit`` is the same either way.
+    device : {None, "cpu", "cuda", "cuda:N"}, default=None
+        Where to compute (see :ref:`devices`): the objective and gradient in
+        ``fit``, the predictions, and the Gibbs sampler of :meth:`sample`.
+        ``None`` follows the input (CuPy codes in, CuPy out); the optimiser's
+        state stays on the host.
+
+    Attributes
+    ----------
+    states_ : ndarray of shape (n_states,)
+        The states: the alphabet's characters for string input (dtype
+        ``<U1``, for bytes input too), the distinct codes seen in ``fit`` for
+        integer input (in the dtype of ``X``: a float32 or bool code array
+        gives float32 or bool states).
+    n_sites_ : int
+        Alignment length ``L``.
+    fields_ : ndarray of shape (n_sites, n_states), dtype float64
+        Fields in the zero-sum gauge of the couplings.
+    couplings_ : ndarray of shape (n_sites, n_states, n_sites, n_states), \
+            dtype float64
+        Couplings ``J[i, a, j, b]`` in the zero-sum gauge.
+    attention_ : ndarray of shape (n_heads, n_sites, n_sites), dtype float64
+        Attention matrices ``A^k`` (factored only).
+    values_ : ndarray of shape (n_heads, n_states, n_states), dtype float64
+        Value matrices ``V^k`` (factored only).
+    alpha_couplings_ : float
+        The coupling penalty used (``alpha_couplings`` or its default).
+    n_eff_ : float
+        Effective number of sequences: the sum of the weights the fit used
+        (``sample_weight``, the ``sequence_identity`` reweighting, or one per
+        sequence), as plmc reports it.
+    n_sequences_dropped_ : int
+        Sequences of ``X`` left out for letters outside the alphabet
+        (``unknown_letters="drop"``); 0 for integer codes.
+    objective_ : float
+        plmc's objective at the solution, in plmc's units.
+    n_iter_ : int
+        Number of L-BFGS iterations of the kept start of the last call to
+        ``fit``. A kept start that stops at ``max_iter`` before reaching
+        ``tol`` emits a :class:`~sklearn.exceptions.ConvergenceWarning`.
+    loss_curve_ : list of float
+        plmc's objective after each iteration of the kept start of the last
+        call to ``fit``.
+    init_objectives_ : ndarray of shape (n_starts,)
+        plmc's objective at the end of each start (``n_init`` of factored
+        attention, else one).
+    best_init_ : int
+        Index of the kept start in ``init_objectives_``.
+    n_features_in_ : int
+        Equal to ``n_sites_``.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Column names of ``X``; defined only when ``X`` has column names that
+        are all strings.
+
+    Notes
+    -----
+    **Dtypes.** ``X`` holds labels (codes or letters), not measurements, so
+    its dtype sets only that of ``states_`` and of what is made of states
+    (:meth:`predict`, :meth:`sample`). The parameters, :meth:`predict_proba`,
+    :meth:`score_samples`, :meth:`contact_scores` and the scalar attributes
+    are float64 whatever ``X`` is. During ``fit`` the objective's two big
+    products run in float32 with float64 sums (see the User Guide); nothing
+    in float32 is stored. ``sample_weight`` is read as float64 and is never
+    modified, nor is ``X``.
+
+    See Also
+    --------
+    sklearn_attn.datasets.make_potts_sequences : Samples from a planted model.
+    sklearn_attn.potts.read_alignment : Read FASTA and A2M alignments.
+
+    Examples
+    --------
+    >>> from sklearn_attn import PottsPseudoLikelihood
+    >>> from sklearn_attn.datasets import make_potts_sequences
+    >>> X, params = make_potts_sequences(
+    ...     n_samples=500, n_sites=8, n_states=5, random_state=0)
+    >>> model = PottsPseudoLikelihood(random_state=0).fit(X)
+    >>> model.predict_proba(X[:2]).shape
+    (2, 8, 5)
+    >>> model.contact_scores().shape
+    (8, 8)
+    """
+
+    _parameter_constraints = {
+        "parametrization": [StrOptions({"factored", "full"})],
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "attention": [StrOptions({"softmax", "free"})],
+        "alphabet": [str],
+        "unknown_letters": [StrOptions({"drop", "gap", "error"})],
+        "alpha_fields": [Interval(Real, 0, None, closed="left")],
+        "alpha_couplings": [Interval(Real, 0, None, closed="left"), None],
+        "sequence_identity": [Interval(Real, 0, 1, closed="right"), None],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "init_scale": [Interval(Real, 0, None, closed="left")],
+        "init": [StrOptions({"auto", "mean-field", "random"})],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+        "device": [str, None],
+    }
+
+    def __init__(
+        self,
+        parametrization="factored",
+        *,
+        n_heads=1,
+        attention="softmax",
+        alphabet="protein",
+        unknown_letters="drop",
+        alpha_fields=0.01,
+        alpha_couplings=None,
+        sequence_identity=None,
+        max_iter=500,
+        tol=1e-7,
+        init_scale=0.1,
+        init="auto",
+        n_init=1,
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+        device=None,
+    ):
+        self.parametrization = parametrization
+        self.n_heads = n_heads
+        self.attention = attention
+        self.alphabet = alphabet
+        self.unknown_letters = unknown_letters
+        self.alpha_fields = alpha_fields
+        self.alpha_couplings = alpha_couplings
+        self.sequence_identity = sequence_identity
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init_scale = init_scale
+        self.init = init
+        self.n_init = n_init
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.device = device
 
     # -- fit ------------------------------------------------------------------
     def _make_parametrization(self, n_sites, n_states):
@@ -504,36 +686,10 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 vars(self).update(encoding_state)
                 raise
         self._clear_device_cache()
-        n_samples, n_sites = codes.shape
+        n_sites = codes.shape[1]
         n_states = self.states_.size
         self.n_sites_ = n_sites
-        self.n_sequences_dropped_ = 0 if dropped is None else int(dropped.sum())
-        if dropped is None:
-            weights = check_sample_weight(sample_weight, n_samples)
-        else:
-            weights = check_sample_weight(sample_weight, dropped.size)
-            weights = None if weights is None else weights[~dropped]
-        if weights is None:
-            if self.sequence_identity is not None:
-                weights = sequence_weights(
-                    codes, identity_threshold=self.sequence_identity, n_states=n_states
-                )
-            else:
-                weights = np.ones(n_samples)
-        self.n_eff_ = float(weights.sum())
-        if not self.n_eff_ > 0:
-            raise ValueError(
-                "The sequences kept for the fit have a total weight of "
-                f"{self.n_eff_}; at least one positive sample_weight is needed."
-            )
-        # Identical sequences contribute identical terms: merge them (and drop
-        # those of zero weight, which contribute nothing).
-        positive = weights > 0
-        codes, inverse = np.unique(codes[positive], axis=0, return_inverse=True)
-        weights = np.bincount(
-            inverse.ravel(), weights=weights[positive], minlength=len(codes)
-        )
-        del inverse, positive
+        codes, weights = self._fit_weights(codes, dropped, sample_weight)
         self.alpha_couplings_ = float(
             0.01 * (n_states - 1) * (n_sites - 1)
             if self.alpha_couplings is None
@@ -541,19 +697,8 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         )
         parametrization = self._make_parametrization(n_sites, n_states)
         frequencies = _state_frequencies(codes, weights, n_states)
-        if previous is None:
-            random_state = check_random_state(self.random_state)
-
-            def initial():
-                return parametrization.initial(
-                    random_state, frequencies, float(weights.sum())
-                )
-
-        else:
-
-            def initial():
-                return self._fitted_parameters(parametrization)
-
+        weight_sum = float(weights.sum())
+        init = self._resolved_init()
         xp = device.xp
         with device.activate():
             rows = OneHotRows(
@@ -563,19 +708,83 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 dtype=_PRODUCT_DTYPE,
                 xp=xp,
             )
-            theta = self._minimize(
-                parametrization,
-                frequencies,
-                float(weights.sum()),
-                initial,
-                rows,
-                self.alpha_couplings_,
-                device,
-            )
+            runs = []
+            for initial in self._starts(
+                parametrization, previous, init, frequencies, weight_sum, rows
+            ):
+                runs.append(
+                    self._minimize(
+                        parametrization,
+                        frequencies,
+                        weight_sum,
+                        initial,
+                        rows,
+                        self.alpha_couplings_,
+                        device,
+                    )
+                )
             del rows  # the pool can only release unreferenced blocks
         free_device_memory(device)
-        self._store(parametrization, theta)
+        objectives = np.array([run["objective"] for run in runs])
+        best = int(np.argmin(np.where(np.isnan(objectives), np.inf, objectives)))
+        run = runs[best]
+        if run["stop"] is not None:
+            warn_at_caller(
+                f"PottsPseudoLikelihood.fit did not converge {run['stop']}: tol="
+                f"{self.tol} was not reached. Increase max_iter, or loosen tol.",
+                ConvergenceWarning,
+            )
+        self.init_objectives_ = objectives
+        self.best_init_ = best
+        self.n_iter_ = run["n_iter"]
+        self.objective_ = run["objective"]
+        self.loss_curve_ = run["curve"]
+        self._store(parametrization, run["theta"])
         return self
+
+    def _resolved_init(self):
+        """``init`` with ``"auto"`` resolved; ``None`` for the full model."""
+        if self.parametrization == "full":
+            return None
+        if self.init == "auto":
+            return "mean-field" if self.attention == "free" else "random"
+        if self.init == "mean-field" and self.attention != "free":
+            raise ValueError(
+                "init='mean-field' factors signed couplings, which needs "
+                f"attention='free'; got attention={self.attention!r}. Use "
+                "init='random' (or 'auto') with softmax attention."
+            )
+        return self.init
+
+    def _starts(self, parametrization, previous, init, frequencies, weight_sum, rows):
+        """A callable per start that makes its parameter vector when needed.
+
+        The continued fit of a warm start, the full model's single start
+        (its objective is convex), or ``n_init`` starts of factored
+        attention, whose random parts are all drawn before any runs (so that
+        start ``k`` is the same whatever ``n_init`` is); with
+        ``init="mean-field"`` the first start is the factored mean-field
+        couplings instead of its draw.
+        """
+        if previous is not None:
+            return [lambda: self._fitted_parameters(parametrization)]
+        random_state = check_random_state(self.random_state)
+        if init is None:
+            return [
+                lambda: parametrization.initial(random_state, frequencies, weight_sum)
+            ]
+        draws = [
+            parametrization.initial(random_state, frequencies, weight_sum)
+            for _ in range(self.n_init)
+        ]
+        if init == "mean-field":
+            attention, values = parametrization.factor(
+                mean_field_couplings(rows, parametrization.n_states)
+            )
+            fields, raw, value_part = parametrization.split(draws[0])
+            raw[...] = attention
+            value_part[...] = values
+        return [functools.partial(np.array, draw) for draw in draws]
 
     def _minimize(
         self,
@@ -591,10 +800,12 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
 
         Starts from ``initial()``, the parameter vector (made only when
         needed); only ``u`` and the preconditioner outlive the start, so the
-        peak memory holds few vectors of the parameters' size.
+        peak memory holds few vectors of the parameters' size. Returns the
+        run: its parameters, objective (in plmc's units), iterations, curve,
+        and why it stopped short of ``tol`` (None when it did not).
         """
         xp = device.xp
-        self.loss_curve_ = []
+        curve = []
         # Optimise the per-site mean (tolerances then mean the same at any size),
         # in coordinates where the Hessian's diagonal is about one.
         scale = weight_sum * parametrization.n_sites
@@ -641,10 +852,10 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
         start = time.perf_counter()
 
         def callback(iteration, u, value):
-            self.loss_curve_.append(float(value * scale))
+            curve.append(float(value * scale))
             if self.verbose and iteration % self.verbose == 0:
                 print(
-                    f"iteration {iteration}: objective {self.loss_curve_[-1]:.6g} "
+                    f"iteration {iteration}: objective {curve[-1]:.6g} "
                     f"({time.perf_counter() - start:.1f} s)"
                 )
 
@@ -663,8 +874,7 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 initial_step=1.0 if unit_scaled else None,
                 callback=callback,
             )
-        self.n_iter_ = int(result.nit)
-        self.objective_ = float(result.fun * scale)
+        stop = None
         if result.status == 1:  # a limit was reached before the tolerance
             if result.nit >= self.max_iter:
                 stop = f"in max_iter={self.max_iter} L-BFGS iterations"
@@ -673,12 +883,13 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                     f"in {result.nfev} objective evaluations (the limit; "
                     f"{result.nit} of max_iter={self.max_iter} iterations done)"
                 )
-            warn_at_caller(
-                f"PottsPseudoLikelihood.fit did not converge {stop}: tol="
-                f"{self.tol} was not reached. Increase max_iter, or loosen tol.",
-                ConvergenceWarning,
-            )
-        return result.x / precondition
+        return {
+            "theta": result.x / precondition,
+            "objective": float(result.fun * scale),
+            "n_iter": int(result.nit),
+            "curve": curve,
+            "stop": stop,
+        }
 
     def _store(self, parametrization, theta):
         L, q = self.n_sites_, self.states_.size
@@ -785,89 +996,6 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
             )
         return log_p, codes, device
 
-    def predict_proba(self, X):
-        """Conditional distribution of every site given the others.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_sites, n_states)
-            ``proba[s, i, a] = p(s_i = states_[a] | rest of sequence s)``; a
-            CuPy array when ``device=None`` and ``X`` is one.
-        """
-        log_p, _, device = self._log_conditionals(X)
-        with device.activate():
-            return to_output(device.xp.exp(log_p), device)
-
-    def predict(self, X):
-        """Most likely state of each site given the other sites.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-
-        Returns
-        -------
-        states : ndarray of shape (n_samples, n_sites)
-            Entries of ``states_``; a CuPy array when ``device=None`` and ``X``
-            is one.
-        """
-        log_p, _, device = self._log_conditionals(X)
-        with device.activate():
-            best = log_p.argmax(axis=2)
-            if device.return_device_arrays:  # integer codes in, so integer states
-                return device.xp.asarray(self.states_)[best]
-        return self.states_[to_host(best)]
-
-    def score_samples(self, X):
-        """Mean pseudo-log-likelihood per site of each sequence.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,)
-            ``(1 / L) sum_i log p(s_i | s_-i)``; a CuPy array when
-            ``device=None`` and ``X`` is one.
-        """
-        log_p, codes, device = self._log_conditionals(X)
-        with device.activate():
-            picked = device.xp.take_along_axis(log_p, codes[:, :, None], axis=2)
-            return to_output(picked[:, :, 0].mean(axis=1), device)
-
-    def score(self, X, y=None, sample_weight=None):
-        """Mean pseudo-log-likelihood per site (higher is better).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-        y : None
-            Ignored.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Weights of the sequences.
-
-        Returns
-        -------
-        score : float
-            Weighted mean of :meth:`score_samples`.
-        """
-        scores = to_host(self.score_samples(X))
-        weights = check_sample_weight(sample_weight, len(scores))
-        return float(np.average(scores, weights=weights))
-
     def sample(self, n_samples=1, *, burn_in=200, thin=10, random_state=None):
         """Draw sequences from the fitted conditionals by Gibbs sampling.
 
@@ -972,10 +1100,3 @@ class PottsPseudoLikelihood(DeviceCacheMixin, DensityMixin, BaseEstimator):
                 )
             indices.append(index)
         return indices
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        tags.target_tags.required = False
-        return tags

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backend import chunk_bytes
+from .._backend import chunk_bytes, to_host
 
 __all__ = [
     "one_hot",
@@ -33,6 +33,7 @@ __all__ = [
     "data_term_and_gradient",
     "FullCouplings",
     "FactoredAttention",
+    "mean_field_couplings",
     "zero_sum_gauge",
 ]
 
@@ -359,6 +360,52 @@ class FullCouplings:
         )
 
 
+def mean_field_couplings(rows, n_states, pseudocount=0.5):
+    """Mean-field (mfDCA) couplings ``J = -C^{-1}`` of a weighted alignment.
+
+    ``C`` is the connected correlation matrix of the one-hot sites with the
+    last state of each site left out (the lattice-gas gauge, in which ``C``
+    is invertible), from frequencies mixed with the uniform ones in the
+    proportion ``pseudocount``, as Morcos et al. (2011) do. One pass over
+    the alignment (the product ``X^T diag(w) X``) and one inversion of a
+    matrix of size ``L (q - 1)``: the cost of a few evaluations of the
+    objective.
+
+    Parameters
+    ----------
+    rows : OneHotRows
+    n_states : int
+    pseudocount : float in (0, 1], default=0.5
+
+    Returns
+    -------
+    couplings : ndarray of shape (L, q, L, q)
+        Symmetric, zero diagonal blocks, zero in the last state of each site.
+    """
+    n_sites = rows.codes.shape[1]
+    width = n_sites * n_states
+    xp = rows.xp
+    pair = xp.zeros((width, width))
+    for onehot, weights, _ in rows.blocks():
+        pair += (onehot * weights.astype(rows.dtype)[:, None]).T @ onehot
+    pair = to_host(pair) / float(rows.weights.sum())
+    single = np.diag(pair).copy()  # one-hot squares are the frequencies
+    lam = float(pseudocount)
+    single = (1.0 - lam) * single + lam / n_states
+    pair = (1.0 - lam) * pair + lam / n_states**2
+    pair = pair.reshape(n_sites, n_states, n_sites, n_states)
+    sites = np.arange(n_sites)
+    pair[sites, :, sites, :] = np.eye(n_states) * single.reshape(n_sites, n_states, 1)
+    covariance = pair.reshape(width, width) - np.outer(single, single)
+    kept = (np.arange(width) % n_states) != n_states - 1
+    inverse = np.linalg.inv(covariance[np.ix_(kept, kept)])
+    couplings = np.zeros((width, width))
+    couplings[np.ix_(kept, kept)] = -inverse
+    couplings = couplings.reshape(n_sites, n_states, n_sites, n_states)
+    couplings[sites, :, sites, :] = 0.0
+    return couplings
+
+
 def _independent_fields(frequencies, weight_sum, n_states):
     """plmc's start: log(frequency * N_eff + 1), shifted to zero sum per site."""
     fields = np.log(frequencies * weight_sum + 1.0).reshape(-1, n_states)
@@ -441,6 +488,37 @@ class FactoredAttention:
         values = self.init_scale * random_state.standard_normal((H, q, q))
         fields = _independent_fields(frequencies, weight_sum, q)
         return np.concatenate([fields, raw.ravel(), values.ravel()])
+
+    def factor(self, couplings):
+        """Attention matrices and values whose couplings best match ``couplings``.
+
+        ``couplings`` (L, q, L, q) is moved to the zero-sum gauge, where the
+        couplings of ``sum_h A^h (x) V^h`` are those of ``sum_h A^h (x) V0^h``
+        (``V0`` the doubly centred values), so the best ``H``-head fit in the
+        Frobenius norm is the truncated SVD of the ``(L L, q q)`` matrix of the
+        blocks, the singular values split evenly between the two factors.
+        Free attention only: a softmax row is a distribution, which a factor
+        of signed couplings is not.
+
+        Returns
+        -------
+        attention : ndarray of shape (H, L, L), zero diagonal
+        values : ndarray of shape (H, q, q)
+        """
+        L, q, H = self.n_sites, self.n_states, self.n_heads
+        gauged, _ = zero_sum_gauge(couplings, np.zeros((L, q)))
+        blocks = gauged.transpose(0, 2, 1, 3).reshape(L * L, q * q)
+        u, sigma, vt = np.linalg.svd(blocks, full_matrices=False)
+        # More heads than singular values (H > q^2 or L^2): the rest stay zero.
+        k = min(H, sigma.size)
+        root = np.sqrt(sigma[:k])
+        attention = np.zeros((H, L * L))
+        values = np.zeros((H, q * q))
+        attention[:k] = (u[:, :k] * root).T
+        values[:k] = vt[:k] * root[:, None]
+        attention = attention.reshape(H, L, L)
+        attention[:, np.arange(L), np.arange(L)] = 0.0
+        return attention, values.reshape(H, q, q)
 
     def curvature(self, frequencies, weight_sum, alpha_fields, alpha_couplings):
         """No preconditioning: attention and values mix all sites and states."""
