@@ -53,6 +53,8 @@ SPEC = {
     "max_iter": ([3, 0, 1], [-1, 2.5]),
     "tol": ([1e-7, 0.0, 1e-2], [-1.0, np.nan]),
     "init_scale": ([0.1, 0.0, 1.0], [-0.1, np.nan]),
+    "init": (["auto", "random"], ["spectral", None]),
+    "n_init": ([1, 2], [0, 1.5]),
     "random_state": ([0, 1], INVALID_RANDOM_STATES),
 }
 ALPHABET_NAMES = ["dna", "protein", "rna", "XYZ-"]
