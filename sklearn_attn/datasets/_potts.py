@@ -328,7 +328,7 @@ def make_potts_sequences(
     2.2 nats at ``L = 20``, ``q = 10``, is close to the ``log 10 = 2.30`` of
     independent sites. ``graph="dense", beta=3`` gives a dense signed teacher
     of about one nat per site, the regime where the factored fit has local
-    optima (see ``init`` in :class:`~sklearn_attn.potts.PottsPseudoLikelihood`):
+    optima (see ``init`` in :class:`~sklearn_attn.PottsPseudoLikelihood`):
     over seeds 0-99 its conditional entropy is 0.57-1.95 nats (median 1.27),
     and for 89 of these 100 teachers a second run started from the all-zero
     state agrees with the first on the single-site frequencies (RMS z-score

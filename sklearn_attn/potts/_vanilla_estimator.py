@@ -48,7 +48,7 @@ class VanillaAttentionPseudoLikelihood(
 ):
     """One layer of vanilla self-attention trained by masked-token prediction.
 
-    The baseline of factored attention (:class:`PottsPseudoLikelihood`): tokens
+    The baseline of factored attention (:class:`~sklearn_attn.PottsPseudoLikelihood`): tokens
     and positions share one representation, ``x_j = E[s_j] + P[j]`` in
     ``R^d``; to predict site ``i`` its token is replaced by a learned mask
     embedding, ``x_i = m + P[i]``, and one softmax attention layer with a
@@ -67,7 +67,7 @@ class VanillaAttentionPseudoLikelihood(
     positions only, values from tokens only) does, exactly (Rende, Gerace,
     Laio and Goldt, 2024). All ``L`` sites of every sequence are predicted
     (the pseudo-likelihood), with the objective of
-    :class:`PottsPseudoLikelihood` in its units,
+    :class:`~sklearn_attn.PottsPseudoLikelihood` in its units,
 
     .. math::
 
@@ -88,14 +88,14 @@ class VanillaAttentionPseudoLikelihood(
         tokens in orthogonal subspaces, where the layer can do everything
         one head of factored softmax attention does.
     alphabet : str, default="protein"
-        As in :class:`PottsPseudoLikelihood`.
+        As in :class:`~sklearn_attn.PottsPseudoLikelihood`.
     unknown_letters : {"drop", "gap", "error"}, default="drop"
-        As in :class:`PottsPseudoLikelihood`.
+        As in :class:`~sklearn_attn.PottsPseudoLikelihood`.
     alpha : float, default=0.01
         Penalty ``alpha`` on the parameters, in the objective's units (a sum
         over sequences).
     sequence_identity : float in (0, 1], default=None
-        As in :class:`PottsPseudoLikelihood`.
+        As in :class:`~sklearn_attn.PottsPseudoLikelihood`.
     max_iter : int, default=500
         Maximum number of L-BFGS iterations per start.
     tol : float, default=1e-7
@@ -116,21 +116,21 @@ class VanillaAttentionPseudoLikelihood(
     Attributes
     ----------
     states_ : ndarray of shape (n_states,)
-        The states, as in :class:`PottsPseudoLikelihood`.
+        The states, as in :class:`~sklearn_attn.PottsPseudoLikelihood`.
     n_sites_ : int
         Alignment length ``L``.
     embedding_dim_ : int
-        The width ``d`` used.
-    token_embedding_ : ndarray of shape (n_states, embedding_dim_)
+        The width ``d`` used (``embedding_dim`` below).
+    token_embedding_ : ndarray of shape (n_states, embedding_dim)
         ``E``.
-    mask_embedding_ : ndarray of shape (embedding_dim_,)
+    mask_embedding_ : ndarray of shape (embedding_dim,)
         ``m``.
-    position_embedding_ : ndarray of shape (n_sites, embedding_dim_)
+    position_embedding_ : ndarray of shape (n_sites, embedding_dim)
         ``P``.
     query_weights_, key_weights_, value_weights_ : ndarray of shape \
-            (embedding_dim_, embedding_dim_)
+            (embedding_dim, embedding_dim)
         ``W_Q``, ``W_K``, ``W_V``.
-    output_weights_ : ndarray of shape (embedding_dim_, n_states)
+    output_weights_ : ndarray of shape (embedding_dim, n_states)
         ``W_O``.
     output_bias_ : ndarray of shape (n_states,)
         ``b``.
@@ -156,7 +156,7 @@ class VanillaAttentionPseudoLikelihood(
 
     See Also
     --------
-    PottsPseudoLikelihood : Factored self-attention, or the full plmDCA model.
+    sklearn_attn.PottsPseudoLikelihood : Factored self-attention, or the full plmDCA model.
     sklearn_attn.datasets.make_potts_sequences : Samples from a planted model.
 
     Notes
@@ -248,7 +248,7 @@ class VanillaAttentionPseudoLikelihood(
         ----------
         X : array-like of shape (n_samples, n_sites), or aligned text
             Integer state codes or aligned sequences, in any form
-            :meth:`PottsPseudoLikelihood.fit` accepts. ``X`` is not modified.
+            :meth:`PottsPseudoLikelihood.fit <sklearn_attn.PottsPseudoLikelihood.fit>` accepts. ``X`` is not modified.
         y : None
             Ignored.
         sample_weight : array-like of shape (n_samples,), default=None
