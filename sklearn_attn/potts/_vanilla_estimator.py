@@ -180,7 +180,7 @@ class VanillaAttentionPseudoLikelihood(
     >>> X, _ = make_potts_sequences(
     ...     n_samples=300, n_sites=6, n_states=4, random_state=0)
     >>> model = VanillaAttentionPseudoLikelihood(
-    ...     embedding_dim=8, max_iter=50, random_state=0).fit(X)
+    ...     embedding_dim=8, tol=1e-4, random_state=0).fit(X)
     >>> model.predict_proba(X[:2]).shape
     (2, 6, 4)
     >>> bool(model.score(X) < 0)
