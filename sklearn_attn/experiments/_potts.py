@@ -81,14 +81,15 @@ def default_config(quick=False):
         real_factored=True,
         # The dense teacher at beta = 3 (a conditional entropy near one nat).
         # tol=1e-5 stops the factored and full fits where the test loss has
-        # settled (at 1e-7 they ran 2 to 5 times longer for changes in the
-        # excess below 0.1 point). The vanilla layer is the slow one (5 to 10 s
-        # per 100 iterations at n = 6400 on two cores, and it had not stopped
-        # after 500 at any n in benchmarks/bench_potts_dense.py): 200
-        # iterations, and not at n = 25,600. A teacher whose two Gibbs runs
-        # disagree (RMS z-score of the state frequencies above 1.5; the
-        # benchmark's teachers 0-9 gave 0.92 to 1.11 on 10,000 samples, the
-        # glassy ones 1.8 to 4.2) is skipped.
+        # settled: at the default 1e-7 they ran 2.6 to 5 times as many
+        # iterations (teachers 0 and 1 of benchmarks/bench_potts_dense.py at
+        # n = 25,600) for changes in the excess of at most 0.08 point. The
+        # vanilla layer is the slow one (8 to 10 s per 100 iterations at
+        # n = 6400 on two cores, and it had not stopped after 500 at any n in
+        # the benchmark): 200 iterations, and not at n = 25,600. A teacher
+        # whose two Gibbs runs disagree (RMS z-score of the state frequencies
+        # above 1.5; the benchmark's teachers 0-9 gave 0.92 to 1.11 on 10,000
+        # samples, the glassy ones 1.8 to 4.2) is skipped.
         dense=dict(
             beta=3.0,
             n_train=[400, 1600, 6400, 25600],
