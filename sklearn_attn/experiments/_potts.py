@@ -45,17 +45,17 @@ _CUTOFF = 8.0
 def default_config(quick=False):
     """Sizes of the default run or of the quick one (``demo``)."""
     if quick:
-        # Sized to run in well under a minute on two cores. The PF00014 fit
+        # Sized to run in under a minute on two cores. The PF00014 fit
         # stops after 5 L-BFGS iterations (20 took 35 s, a third of the run
         # under load): precisions at L/5, L/2, L, 2L of 1.000, 0.962, 0.962,
-        # 0.811, against 1.000, 1.000, 0.962, 0.830 after 20. n up to 4000
-        # (6400 took 60% more): excess loss 2.84%, 0.73%, 0.13% (factored)
-        # against 31.7%, 30.1%, 9.6% (full) at n = 250, 1000, 4000; from
-        # n = 200 the full model's curve was not monotone (29%, 33%, 12%).
+        # 0.811, against 1.000, 1.000, 0.962, 0.830 after 20. The ring at
+        # n = 250 and 1000: excess loss 2.84% and 0.73% (factored) against
+        # 31.7% and 30.1% (full); n = 4000 (0.13% and 9.6%) went to make room
+        # for the dense teacher, which shows the same contrast.
         return dict(
             n_sites=20,
             n_states=10,
-            n_train=[250, 1000, 4000],
+            n_train=[250, 1000],
             n_test=4000,
             n_seeds=1,
             real_max_iter=5,
@@ -425,9 +425,9 @@ def _dense_tasks(cfg, random_state, progress):
         )
     tasks, seed, draw = [], 0, 0
     n_seeds = int(dense["n_seeds"])
-    # A teacher whose Gibbs runs do not mix (a Potts glass: about one in ten
-    # at beta = 3) has no samples of its own law to learn from or to test on;
-    # it is skipped and the next one drawn.
+    # A teacher whose Gibbs runs do not mix (a Potts glass, common at beta = 3
+    # among the teachers of low conditional entropy) has no samples of its own
+    # law to learn from or to test on: it is skipped and the next one drawn.
     while seed < n_seeds and draw < 10 * n_seeds:
         train_seed, model_seed = seed_pair(random_state, 4, draw)
         test_seed, mixing_seed = seed_pair(random_state, 5, draw)
@@ -527,12 +527,15 @@ def run_potts(
     Parameters
     ----------
     quick : bool, default=False
-        Smaller sizes, for ``demo``: 40 s to 2 minutes on a two-core machine
-        shared with other work (measured at loads of 5 to 11). The default
-        settings are much larger: 7 training sizes up to 25,600 sequences, 2
-        seeds, and two PF00014 models of up to 100 iterations each.
+        Smaller sizes, for ``demo``. The default settings are much larger:
+        the ring at 4 training sizes up to 25,600 sequences over 2 seeds, the
+        dense teacher at the same sizes over 3 teachers, and two PF00014
+        models of up to 100 iterations each (see :ref:`reproducing` for the
+        measured times).
     n_seeds : int, default=None
-        Repetitions of the synthetic part; ``None`` takes the configuration's.
+        Repetitions of the ring; ``None`` takes the configuration's. The
+        dense study has its own (``config["dense"]["n_seeds"]``, 3; 1 with
+        ``quick``).
     random_state : int, default=0
         Seed of everything.
     progress : callable, None or False, default=None
@@ -541,23 +544,35 @@ def run_potts(
         Also run the real-data part (contact precision on PF00014).
     n_jobs : int, default=None
         Fits run at once by :class:`sklearn.utils.parallel.Parallel`, one task
-        per parametrization, training size and repetition, and one per
-        PF00014 model (each with its own seeds, so the tables do not depend on
-        ``n_jobs`` or on the joblib backend: under
+        per parametrization (or model of the dense study), training size and
+        repetition, and one per PF00014 model (each with its own seeds, so
+        the tables do not depend on ``n_jobs`` or on the joblib backend: under
         ``joblib.parallel_config(backend="dask")`` the fits run on a Dask
         cluster). ``None`` runs them one after another. The sequences are
         sampled here, before.
     config : dict, default=None
         Overrides of the settings of ``default_config(quick)`` (``n_sites``,
         ``n_states``, ``n_train``, ``n_test``, ``n_seeds``, ``real_max_iter``,
-        ``real_factored``), e.g. ``{"n_train": [200, 400]}``.
+        ``real_factored``, ``dense``), e.g. ``{"n_train": [200, 400]}``.
+        ``dense`` is a dict of the dense study's settings, updated key by key
+        (``{"dense": {"n_seeds": 1}}``), or ``None`` to leave the study out:
+        ``beta``, ``n_train``, ``n_test``, ``n_seeds`` (teachers), ``tol``
+        (of the factored and full fits), ``vanilla_max_iter``,
+        ``vanilla_max_n`` (the vanilla layer runs only up to this size) and
+        ``max_mixing_z`` (a teacher whose two Gibbs runs disagree by more, in
+        RMS z-score, is skipped and the next one drawn; see
+        ``draw_dense_teacher`` in this module).
 
     Returns
     -------
     tables : dict of list of dict
         ``"synthetic"`` (one row per parametrization, training size and seed,
         with the sizes ``n_sites``, ``n_states`` and ``n_test``),
-        ``"real"`` (one row per PF00014 model: iterations, objective, fit
+        ``"dense"`` (one row per model, training size and teacher: the test
+        and training losses against the true conditional entropy on the same
+        sequences, the coupling correlation (``None`` for the vanilla layer),
+        iterations, limits, convergence, fit time, the teacher's draw and its
+        mixing check), ``"real"`` (one row per PF00014 model: iterations, objective, fit
         time, contact precisions) and ``"contacts"`` (one row per model and
         pair of columns ``i < j`` of PF00014: ``score``, ``distance``,
         ``contact`` (``|i - j| >= 6`` and distance below 8 A) and ``rank``
