@@ -49,8 +49,8 @@ def default_config(quick=False):
         # stops after 5 L-BFGS iterations (20 took 35 s, a third of the run
         # under load): precisions at L/5, L/2, L, 2L of 1.000, 0.962, 0.962,
         # 0.811, against 1.000, 1.000, 0.962, 0.830 after 20. The ring at
-        # n = 250 and 1000: excess loss 2.84% and 0.73% (factored) against
-        # 31.7% and 30.1% (full); n = 4000 (0.13% and 9.6%) went to make room
+        # n = 250 and 1000: excess loss 3.04% and 0.80% (factored) against
+        # 32.1% and 30.6% (full); n = 4000 (0.13% and 9.6%) went to make room
         # for the dense teacher, which shows the same contrast.
         return dict(
             n_sites=20,
