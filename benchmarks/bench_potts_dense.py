@@ -16,9 +16,10 @@ both runs are stationary (``mixing_z_rms`` in each row).
 The teacher, the models and the fit are those of ``reproduce potts``'s dense
 study (``draw_dense_teacher``, ``dense_model`` and ``fit_dense`` in
 ``sklearn_attn.experiments._potts``); this script keeps the longer settings:
-10 teachers (and 6 harder ones) with two kinds of start at ``n = 25,600``, the random start and the
-softmax head besides the reproduction's three models, the teachers' own seeds
-(``random_state=t``) and the estimators' default tolerances (``tol=1e-7``,
+10 teachers (and 6 harder ones) with two kinds of start at ``n = 25,600``, the
+random start and the softmax head besides the reproduction's three models, the
+teachers' own seeds (``random_state=t``), no teacher skipped for its mixing
+check (it is recorded), and the estimators' default tolerances (``tol=1e-7``,
 500 iterations for every model).
 
 Two parts, each row written as soon as it is measured to ``OUT.jsonl`` (so a
