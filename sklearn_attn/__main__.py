@@ -70,6 +70,7 @@ def _reproduce_potts(out_dir, *, quick, n_seeds, random_state, n_jobs):
     )
     written = [
         write_csv(tables["synthetic"], os.path.join(out_dir, "potts_synthetic.csv")),
+        write_csv(tables["dense"], os.path.join(out_dir, "potts_dense.csv")),
         write_csv(tables["real"], os.path.join(out_dir, "potts_real.csv")),
         write_csv(tables["contacts"], os.path.join(out_dir, "potts_contacts.csv")),
     ]

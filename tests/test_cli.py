@@ -162,6 +162,8 @@ def test_demo_writes_tables_and_figure(tmp_path, capsys):
     ranked = sorted((r for r in contacts if r["rank"]), key=lambda r: int(r["rank"]))
     top_l = [r["contact"] == "True" for r in ranked[:53]]
     assert sum(top_l) / 53 == float(rows[0]["precision_top_L"])
+    _, rows = _read_csv(out / "potts_dense.csv")
+    assert {row["model"] for row in rows} == {"factored", "vanilla", "full"}
     assert (out / "mha_learning_curves.csv").stat().st_size > 0
     # The recovery thresholds, per cell and per instance (the quick run has no
     # near-degenerate sweep).
@@ -189,6 +191,120 @@ def test_demo_writes_tables_and_figure(tmp_path, capsys):
             assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for name in REPRODUCTIONS:
         assert f"reproduce {name} --quick took" in captured.out
+
+
+DENSE_COLUMNS = [
+    "part",
+    "model",
+    "n_train",
+    "seed",
+    "test_loss",
+    "true_conditional_entropy",
+    "relative_excess_loss",
+    "train_loss",
+    "train_conditional_entropy",
+    "train_relative_excess_loss",
+    "coupling_correlation",
+    "objective",
+    "n_iter",
+    "max_iter",
+    "tol",
+    "converged",
+    "fit_seconds",
+    "beta",
+    "n_sites",
+    "n_states",
+    "n_test",
+    "vanilla_max_n",
+    "teacher_draw",
+    "mixing_z_rms",
+    "max_mixing_z",
+]
+
+
+def _tiny_potts_config(quick=False):
+    """``reproduce potts`` at sizes that run in seconds (dense: 2 teachers)."""
+    return dict(
+        n_sites=6,
+        n_states=3,
+        n_train=[100],
+        n_test=200,
+        n_seeds=1,
+        real_max_iter=1,
+        real_factored=False,
+        dense=dict(
+            beta=3.0,
+            n_train=[100, 200],
+            n_test=300,
+            n_seeds=2,
+            tol=1e-5,
+            vanilla_max_iter=5,
+            vanilla_max_n=100,
+            max_mixing_z=1.5,
+        ),
+    )
+
+
+def test_reproduce_potts_writes_the_dense_table(tmp_path, monkeypatch, capsys):
+    """The dense study's table beside the ring's: columns, models, sizes, values."""
+    from sklearn_attn.experiments import _potts
+
+    monkeypatch.setattr(_potts, "default_config", _tiny_potts_config)
+    out = tmp_path / "out"
+    assert main(["reproduce", "potts", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    columns, rows = _read_csv(out / "potts_dense.csv")
+    assert columns == DENSE_COLUMNS
+    cells = {(r["model"], int(r["n_train"]), int(r["seed"])) for r in rows}
+    # The vanilla layer only up to vanilla_max_n, the others at every size.
+    assert cells == {
+        (model, n, seed)
+        for model in ("factored", "vanilla", "full")
+        for n in (100, 200)
+        for seed in (0, 1)
+        if not (model == "vanilla" and n > 100)
+    }
+    assert len(rows) == len(cells)
+    for row in rows:
+        number = {k: float(row[k]) for k in DENSE_COLUMNS[4:10] + ["mixing_z_rms"]}
+        assert all(np.isfinite(v) and v > -1 for v in number.values()), row
+        assert number["relative_excess_loss"] == pytest.approx(
+            number["test_loss"] / number["true_conditional_entropy"] - 1, rel=1e-12
+        )
+        # A teacher whose Gibbs runs disagree is skipped, not used.
+        assert number["mixing_z_rms"] <= 1.5
+        if row["model"] == "vanilla":
+            assert row["coupling_correlation"] == ""  # it has no couplings
+            assert row["max_iter"] == "5"
+        else:
+            assert -1 <= float(row["coupling_correlation"]) <= 1
+            assert row["tol"] == "1e-05"
+    # One teacher per seed: one entropy on its test set, one draw.
+    for seed in ("0", "1"):
+        sel = [r for r in rows if r["seed"] == seed]
+        assert len({r["true_conditional_entropy"] for r in sel}) == 1
+        assert len({r["teacher_draw"] for r in sel}) == 1
+    assert len({r["teacher_draw"] for r in rows}) == 2
+    # The printed table says where the vanilla layer was not run, and why.
+    assert "Dense signed teacher" in captured.out
+    assert "not run above n = 100" in captured.out
+    assert str(out / "potts_dense.csv") in captured.out
+    if HAS_MATPLOTLIB:
+        assert (out / "potts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_potts_dense_skips_teachers_that_do_not_mix():
+    """With a bound no Gibbs run meets, every teacher is skipped and said so."""
+    from sklearn_attn.experiments import format_potts_summary, run_potts
+
+    config = _tiny_potts_config()
+    config["dense"].update(n_seeds=1, max_mixing_z=-1.0)  # an RMS is >= 0
+    messages = []
+    tables = run_potts(real=False, progress=messages.append, config=config)
+    assert tables["dense"] == []
+    assert sum("skipped, its Gibbs runs do not mix" in m for m in messages) == 10
+    assert any("only 0 of 10 teachers mixed" in m for m in messages)
+    assert "Dense" not in format_potts_summary(tables)
 
 
 def test_run_rfa_small_config_and_progress_callable():

@@ -98,6 +98,37 @@ def _potts_tables(n_seeds, rng):
         for n in (400, 1600, 6400)
         for seed in range(n_seeds)
     ]
+    # The dense study: the vanilla layer (no couplings) not at the largest n.
+    dense = [
+        {
+            "part": "dense",
+            "model": model,
+            "n_train": n,
+            "seed": seed,
+            "test_loss": 1.0 + excess,
+            "true_conditional_entropy": 1.0,
+            "relative_excess_loss": excess,
+            "train_relative_excess_loss": excess / 2,
+            "coupling_correlation": None if model == "vanilla" else 1 - excess,
+            "n_iter": 10,
+            "converged": model != "vanilla",
+            "fit_seconds": 0.1,
+            "beta": 3.0,
+            "n_sites": 20,
+            "n_states": 10,
+            "n_test": 1000,
+            "vanilla_max_n": 1600,
+        }
+        for model, scale, floor in (
+            ("factored", 0.5, 0.0),
+            ("vanilla", 0.5, 0.1),
+            ("full", 5.0, 0.0),
+        )
+        for n in (400, 1600, 6400)
+        if not (model == "vanilla" and n > 1600)
+        for seed in range(n_seeds)
+        for excess in [floor + scale / n**0.8 * (1 + 0.1 * seed)]
+    ]
     # The default run has two PF00014 models: one above the diagonal, one below.
     data, scores = _pf_like(20, rng)
     real, contacts = [], []
@@ -118,7 +149,7 @@ def _potts_tables(n_seeds, rng):
             }
         )
         contacts += _contact_rows(model, scores, data)
-    return {"synthetic": synthetic, "real": real, "contacts": contacts}
+    return {"synthetic": synthetic, "dense": dense, "real": real, "contacts": contacts}
 
 
 def _mha_tables(n_seeds):
@@ -290,10 +321,23 @@ def test_potts_figure_and_summary(n_seeds, global_random_seed):
     fig = plot_potts(tables)
     if n_seeds == 1:
         _check_house_style(fig)
-    assert len(fig.axes) == 4  # two learning curves, precision, contact map
+    # Learning curves on the ring and on the dense teacher, precision, contacts.
+    assert len(fig.axes) == 6
     assert (_bands(fig) > 0) == (n_seeds > 1)
+    # The dense row: three models on the loss panel (the vanilla layer to its
+    # largest size only), two on the coupling panel (vanilla has no couplings).
+    loss, corr = fig.axes[2], fig.axes[3]
+    labels = {x.get_label(): x for x in loss.lines if x.get_label()[0] != "_"}
+    assert set(labels) == {
+        "factored (one free head)",
+        "vanilla attention (one layer)",
+        "full (plmDCA)",
+    }
+    assert list(labels["vanilla attention (one layer)"].get_xdata()) == [400, 1600]
+    assert "vanilla attention (one layer)" not in {x.get_label() for x in corr.lines}
+    assert "vanilla up to $n = 1600$" in fig._suptitle.get_text()
     # A precision curve per model, at k = L the table's precision at L.
-    curves = [line for line in fig.axes[2].lines if len(line.get_xdata()) > 10]
+    curves = [line for line in fig.axes[4].lines if len(line.get_xdata()) > 10]
     assert len(curves) == len(tables["real"])
     for curve, row in zip(curves, tables["real"], strict=True):
         k, precision = curve.get_data()
@@ -301,14 +345,35 @@ def test_potts_figure_and_summary(n_seeds, global_random_seed):
     summary = format_potts_summary(tables)
     assert ("\u00b1" in summary) == (n_seeds > 1)
     assert ("1 seed" if n_seeds == 1 else f"{n_seeds} seeds") in summary
+    # The dense table: every model and size, the vanilla layer's missing size
+    # said to be not run, and why.
+    dense = summary[summary.index("Dense signed teacher") : summary.index("PF00014")]
+    (vanilla_6400,) = [
+        line for line in dense.splitlines() if line.split()[:2] == ["vanilla", "6400"]
+    ]
+    assert "not run" in vanilla_6400
+    assert "not run above n = 1600" in dense
+    for model in ("factored", "full"):
+        assert sum(line.startswith(model) for line in dense.splitlines()) == 3
 
 
 def test_potts_figure_without_the_real_part():
     tables = _potts_tables(1, np.random.default_rng(0))
     tables.update(real=[], contacts=[])  # run_potts(real=False)
     fig = plot_potts(tables)
-    assert len(fig.axes) == 2 and all(ax.has_data() for ax in fig.axes)
+    assert len(fig.axes) == 4 and all(ax.has_data() for ax in fig.axes)
     assert "PF00014" not in format_potts_summary(tables)
+
+
+def test_potts_figure_without_the_dense_study():
+    """Tables written before the dense study, or run with ``dense=None``."""
+    tables = _potts_tables(1, np.random.default_rng(0))
+    del tables["dense"]
+    fig = plot_potts(tables)
+    _check_house_style(fig)
+    assert len(fig.axes) == 4
+    assert "dense" not in fig._suptitle.get_text()
+    assert "Dense" not in format_potts_summary(tables)
 
 
 @pytest.mark.parametrize("n_seeds", [1, 2])
