@@ -83,7 +83,19 @@ _RUNS = {
     "potts": lambda: run_potts(
         progress=False,
         real=False,
-        config={"n_sites": 6, "n_states": 3, "n_train": [100, 300], "n_test": 300},
+        config={
+            "n_sites": 6,
+            "n_states": 3,
+            "n_train": [100, 300],
+            "n_test": 300,
+            "dense": {
+                "n_train": [100, 200],
+                "n_test": 300,
+                "n_seeds": 2,
+                "vanilla_max_iter": 5,
+                "vanilla_max_n": 100,
+            },
+        },
     ),
     "mha": lambda: run_mha(
         quick=True,
