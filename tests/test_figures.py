@@ -354,7 +354,7 @@ def test_rfa_figure_and_summary(n_seeds):
         # A line per target, the threshold and the mean's error as references.
         curves = [line for line in ax.lines if len(line.get_xdata()) == 3]
         assert len(curves) == 3
-        assert "$n^*$: 300" in ax.get_title()
+        assert "$n^*$: $t$ 300, $Q_{2}$ $> 1000$" in ax.get_title()
     labels = {text.get_text() for text in fig.legends[0].get_texts()}
     assert {"threshold 0.25", "RFA", "RFA, softmax", "$n = 300$"} <= labels
     summary = format_rfa_summary(tables)

@@ -1120,7 +1120,8 @@ def _plot_degree(fig, rows, thresholds, models):
         title = f"{model}, $N = {rows[0]['N']}$"
         if thresholds:
             title += "\n$n^*$: " + ", ".join(
-                _short_needed(needed.get((t, model))) for t in targets
+                f"{_target_short(t)} {_short_needed(needed.get((t, model)))}"
+                for t in targets
             )
         ax.set_title(title, fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
@@ -1138,6 +1139,18 @@ def _short_needed(row):
     if row["n_needed"] is None:
         return f"$> {row['largest_n']}$"
     return str(row["n_needed"])
+
+
+def _target_short(label):
+    """A target in a few characters of mathtext: ``$Q_2$``, ``$t^3$``, ..."""
+    spec = _target_spec(label)
+    if spec["target"] == "gamma":
+        return rf"$e^{{{spec['gamma']:g} t}}$"
+    p = spec["degree"]
+    term = f"t^{{{p}}}" if spec["polynomial"] == "power" else f"Q_{{{p}}}"
+    if p == 1:
+        term = "t"
+    return f"${term}\\, x_1$" if spec["target"] == "value" else f"${term}$"
 
 
 def _plot_keys(ax, rows, target):
