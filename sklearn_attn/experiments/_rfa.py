@@ -72,27 +72,29 @@ TABLES = (
     "softmax_temperature",
 )
 
-# Settings, chosen from benchmarks/bench_rfa_claims.py (which runs this study
-# with n up to 10,000 and more seeds; results in
-# benchmarks/results/rfa_claims.json):
+# Settings, chosen from the first run of benchmarks/bench_rfa_claims.py
+# (results/rfa_claims.json; it now runs this study with n up to 10,000, N up
+# to 32 and 5 seeds):
 #
 # * d = 4 and N = 4, 200 heads (p = 1000 trained weights, RFMLP 1000 hidden
-#   units): a curve of four sizes up to n = 3000 takes about a second. n =
-#   10,000 was dropped: it doubled the run and moved no threshold but RFMLP's
-#   on t^3 (10,000 there).
+#   units): a curve of six sizes up to n = 3200 takes about half a second on
+#   one free core. n = 10,000 is left to the benchmark: there it moved only
+#   RFMLP's threshold on t^3 (to 10,000), and its fits cost as much as all
+#   the smaller ones.
 # * threshold 0.25 (three quarters of the variance explained): with 200 heads
 #   the degree-2 errors of RFA and BiasedRFA level off near 0.15 (a floor of
 #   the width, not of n), so a threshold of 0.1 would measure the width.
 # * the mean-scale and softmax tables reuse the degree table's fits where they
 #   coincide (mu = 0 is RFA, mu = 1 BiasedRFA's default, ReLU RFA's default):
-#   every distinct curve is fitted once.
+#   every distinct curve is fitted once (39 of them, 195 tasks with 5 seeds).
 #
-# Run time of ``reproduce rfa`` on a 2-core machine shared with other work:
-# RUNTIME_DEFAULT; --quick RUNTIME_QUICK. Each curve runs on one BLAS thread:
-# at these sizes two threads were twice as slow on two busy cores (5.8 s
-# against 2.9 s for four curves, load average 3.5 to 4.5), and the old
-# settings' run times (7-14 minutes for 5 idle ones) came from such
-# oversubscription.
+# Run time of ``python -m sklearn_attn reproduce rfa`` on a 2-core machine
+# shared with other work: 115 s at a load average of 2.9 to 3.4; --quick
+# 9.6 s at 2.5 (of which 5.6 s fitting, the rest imports and the figure).
+# Each curve runs on one BLAS thread: at these sizes two threads were twice as
+# slow on two busy cores (5.8 s against 2.9 s for four curves, load average
+# 3.5 to 4.5). The settings before these (fixed penalties, 500 heads, two
+# BLAS threads per fit) took 5 minutes on free cores, 7 to 14 under load.
 _DEFAULT_CONFIG = {
     "n_seeds": 5,
     "n_test": 2000,
