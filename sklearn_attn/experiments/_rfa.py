@@ -77,8 +77,8 @@ TABLES = (
 # to 32 and 5 seeds):
 #
 # * d = 4 and N = 4, 200 heads (p = 1000 trained weights, RFMLP 1000 hidden
-#   units): a curve of six sizes up to n = 3200 takes about half a second on
-#   one free core. n = 10,000 is left to the benchmark: there it moved only
+#   units): 0.6 s per curve of six sizes up to n = 3200 on average (112 s of
+#   fitting for 195, load 3). n = 10,000 is left to the benchmark: there it moved only
 #   RFMLP's threshold on t^3 (to 10,000), and its fits cost as much as all
 #   the smaller ones.
 # * threshold 0.25 (three quarters of the variance explained): with 200 heads
