@@ -266,21 +266,19 @@ def _curve_errors(model, X, y, n_train_max, train_sizes):
     return sizes, -test_scores[:, 0] / np.var(y[test_idx])
 
 
-def _one_curve(model, params, curve, sizes, pool_size, n_test, seeds):
+def _one_curve(model, params, curve, sizes, n_test, seeds):
     """One task: the test errors of one model on one draw, at ``sizes``."""
     target, token_dim, n_keys, n_heads = curve
-    data_seed, weight_seed = seeds
+    pool_seed, test_seed, weight_seed = seeds
     # One BLAS thread: at these sizes two were twice as slow on busy cores.
     with threadpool_limits(1):
-        # The same pool and test set for every model of a repetition (one
-        # draw of pool_size + n_test samples): the comparisons are paired.
-        X, y = make_token_regression(
-            pool_size + n_test,
-            n_keys=n_keys,
-            token_dim=token_dim,
-            random_state=data_seed,
-            **_target_spec(target),
-        )
+        # The training pool and the test set of a target, setting and
+        # repetition, the same for every model: the comparisons are paired.
+        # make_token_regression draws sample after sample, so a smaller pool
+        # is a prefix of a larger one: every curve draws what it needs.
+        common = dict(n_keys=n_keys, token_dim=token_dim, **_target_spec(target))
+        X, y = make_token_regression(max(sizes), random_state=pool_seed, **common)
+        X_test, y_test = make_token_regression(n_test, random_state=test_seed, **common)
         estimator = _make_model(
             model,
             n_heads=n_heads,
@@ -288,7 +286,13 @@ def _one_curve(model, params, curve, sizes, pool_size, n_test, seeds):
             random_state=weight_seed,
             **dict(params),
         )
-        _, errors = _curve_errors(estimator, X, y, pool_size, sizes)
+        _, errors = _curve_errors(
+            estimator,
+            np.concatenate([X, X_test]),
+            np.concatenate([y, y_test]),
+            max(sizes),
+            sizes,
+        )
     return errors
 
 
@@ -320,7 +324,7 @@ class _Curves:
         by_size = self.errors[self._key(model, params, target, cfg, n_keys)]
         return np.array([by_size[int(n)] for n in sizes]).T
 
-    def tasks(self, random_state, pool_size, n_test):
+    def tasks(self, random_state, n_test):
         tasks = []
         for key, sizes in self.sizes.items():
             model, params, curve = key
@@ -331,11 +335,11 @@ class _Curves:
             data_key = zlib.crc32(repr(curve[:3]).encode())
             for seed in range(self.n_seeds):
                 seeds = (
-                    seed_pair(random_state, data_key, seed)[0],
+                    *seed_pair(random_state, data_key, seed),
                     seed_pair(random_state, seed)[1],
                 )
-                args = (model, params, curve, tuple(sorted(sizes)), pool_size)
-                tasks.append((key, (_one_curve, *args, n_test, seeds)))
+                args = (model, params, curve, tuple(sorted(sizes)), n_test, seeds)
+                tasks.append((key, (_one_curve, *args)))
         return tasks
 
     def store(self, key, errors_per_seed):
@@ -598,16 +602,6 @@ def _request_curves(curves, cfg):
                 )
 
 
-def _pool_size(cfg):
-    sizes = []
-    for part in ("degree", "keys", "mean_scale", "softmax"):
-        if cfg.get(part):
-            sizes.extend(cfg[part]["train_sizes"])
-    if cfg.get("softmax") and cfg["softmax"]["inverse_temperatures"]:
-        sizes.extend(cfg["softmax"]["temperature_train_sizes"])
-    return int(max(sizes))
-
-
 def _curve_label(key):
     model, params, (target, d, n_keys, n_heads) = key
     extra = "".join(f" {k}={v:g}" if k != "activation" else f" {v}" for k, v in params)
@@ -742,7 +736,7 @@ def run_rfa(
 
     curves = _Curves(n_seeds)
     _request_curves(curves, cfg)
-    tasks = curves.tasks(random_state, _pool_size(cfg), cfg["n_test"])
+    tasks = curves.tasks(random_state, cfg["n_test"])
     n_curves = len(curves.sizes)
     report(f"{len(tasks)} tasks: {n_curves} distinct curves x {n_seeds} seeds")
     results = run_tasks([task for _, task in tasks], n_jobs=n_jobs)
