@@ -77,7 +77,7 @@ TABLES = (
 # to 32 and 5 seeds):
 #
 # * d = 4 and N = 4, 200 heads (p = 1000 trained weights, RFMLP 1000 hidden
-#   units): 0.6 s per curve of six sizes up to n = 3200 on average (112 s of
+#   units): 0.6 s per curve of six sizes up to n = 3200 on average (122 s of
 #   fitting for 195, load 3). n = 10,000 is left to the benchmark: there it moved only
 #   RFMLP's threshold on t^3 (to 10,000), and its fits cost as much as all
 #   the smaller ones.
@@ -89,8 +89,9 @@ TABLES = (
 #   every distinct curve is fitted once (39 of them, 195 tasks with 5 seeds).
 #
 # Run time of ``python -m sklearn_attn reproduce rfa`` on a 2-core machine
-# shared with other work: 115 s at a load average of 2.9 to 3.4; --quick
-# 9.6 s at 2.5 (of which 5.6 s fitting, the rest imports and the figure).
+# shared with other work: 127 s at a load average of 3.0 to 3.3, 5 minutes
+# beside a two-worker benchmark (load 3.1 to 3.9); --quick 10 s at 3.0 (5.6 s
+# of it fitting, the rest imports and the figure), 28 s beside the benchmark.
 # Each curve runs on one BLAS thread: at these sizes two threads were twice as
 # slow on two busy cores (5.8 s against 2.9 s for four curves, load average
 # 3.5 to 4.5). The settings before these (fixed penalties, 500 heads, two
