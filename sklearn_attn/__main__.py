@@ -50,12 +50,11 @@ def _reproduce_rfa(out_dir, *, quick, n_seeds, random_state, n_jobs):
     tables = run_rfa(
         quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
     )
-    os.makedirs(out_dir, exist_ok=True)
+    # Every table that has rows (a study left out of the config has none).
     written = [
-        write_csv(
-            tables["learning_curves"], os.path.join(out_dir, "rfa_learning_curves.csv")
-        ),
-        write_csv(tables["gamma"], os.path.join(out_dir, "rfa_gamma.csv")),
+        write_csv(rows, os.path.join(out_dir, f"rfa_{name}.csv"))
+        for name, rows in tables.items()
+        if rows
     ]
     notes = []
     _plot(plot_rfa, tables, os.path.join(out_dir, "rfa.png"), written, notes)

@@ -63,20 +63,10 @@ def client(cluster):
 # Tiny settings of every reproduction (under a second each on two cores).
 _RFA = {
     "n_test": 200,
-    "learning_curves": {
-        "n_keys": (3,),
-        "targets": (("correlation", 1),),
-        "n_heads": 20,
-        "train_sizes": (16, 64),
-    },
-    "gamma": {
-        "gammas": (1.0,),
-        "degrees": (2,),
-        "n_heads": 20,
-        "train_sizes": (64,),
-        "token_dim": 3,
-        "n_keys": 2,
-    },
+    "degree": {"n_heads": 10, "targets": ("correlation-2",), "train_sizes": (16, 64)},
+    "keys": None,
+    "mean_scale": {"n_heads": 10, "mean_scales": (0.0, 2.0), "train_sizes": (64,)},
+    "softmax": {"n_heads": 10, "targets": ("value-1",), "train_sizes": (64,)},
 }
 _RUNS = {
     "rfa": lambda: run_rfa(quick=True, n_seeds=2, progress=False, config=_RFA),

@@ -32,41 +32,110 @@ pytest.importorskip("matplotlib")
 
 # -- tables ----------------------------------------------------------------------------
 def _rfa_tables(n_seeds):
-    def row(model, target, degree, gamma, n_keys, d, n, error):
+    """Tables in the layout of ``run_rfa``'s, errors falling with n."""
+    setting = {"N": 4, "d": 4, "n_heads": 10, "n_params": 50}
+    spread = 0.1 if n_seeds > 1 else 0.0
+    sizes = (100, 300, 1000)
+    targets = ("correlation-1", "correlation-2", "correlation-3-power")
+
+    def curve(model, target, k, n, n_keys=4):
+        hardness = targets.index(target) + 1 if target in targets else 1
+        error = min(1.0, (k + 1) * hardness * 30 / n)
         return {
             "model": model,
             "target": target,
-            "degree": degree,
-            "gamma": gamma,
+            **setting,
             "N": n_keys,
-            "d": d,
             "n_train": n,
             "error_mean": error,
-            "error_std": 0.1 * error if n_seeds > 1 else 0.0,
+            "error_std": spread * error,
             "n_seeds": n_seeds,
-            "n_params": 50,
-            "alpha": 0.1,
         }
 
-    sizes = (32, 128, 512)
-    curves = [
-        row(model, target, 1, None, n_keys, 4, n, (k + 1) / n**0.5)
-        for k, model in enumerate(("RFA", "BiasedRFA", "RFMLP"))
-        for target in ("correlation", "value")
-        for n_keys in (4, 16)
+    models = ("RFA", "BiasedRFA", "RFMLP")
+    degree = [
+        curve(model, target, k, n)
+        for target in targets
+        for k, model in enumerate(models)
         for n in sizes
     ]
-    gamma = [
-        row(model, "correlation", 2, None, 8, 8, n, (k + 1) / n**0.3)
-        for k, model in enumerate(("RFA", "BiasedRFA"))
-        for n in (256, 2048)
-    ] + [
-        row(model, "gamma", None, g, 8, 8, n, (k + 1) * g / n**0.3)
-        for k, model in enumerate(("RFA", "BiasedRFA"))
-        for g in (0.5, 1.0, 2.0)
-        for n in (256, 2048)
+    thresholds = [
+        {
+            "model": model,
+            "target": target,
+            **setting,
+            "threshold": 0.25,
+            "n_needed": 300 if target == "correlation-1" else None,
+            "n_needed_min": 300 if target == "correlation-1" else None,
+            "n_needed_max": 300 if target == "correlation-1" else None,
+            "n_reached": n_seeds if target == "correlation-1" else 0,
+            "n_seeds": n_seeds,
+            "largest_n": 1000,
+            "error_at_largest_n_mean": 0.1,
+            "error_at_largest_n_std": spread * 0.1,
+        }
+        for target in targets
+        for model in models
     ]
-    return {"learning_curves": curves, "gamma": gamma}
+    keys = [
+        curve(model, target, k, n, n_keys)
+        for target in ("correlation-1", "value-1")
+        for n_keys in (4, 16)
+        for k, model in enumerate(models)
+        for n in sizes
+    ]
+    mean_scale = [
+        {
+            "target": "correlation-2",
+            "mean_scale": mu,
+            **setting,
+            "n_train": n,
+            "error_mean": 0.5 + abs(mu - 1) * 0.2,
+            "error_std": spread * 0.5,
+            "ratio_to_rfa_mean": 1.0 if mu == 0 else 0.5 + abs(mu - 1) * 0.3,
+            "ratio_to_rfa_std": 0.0 if mu == 0 else spread,
+            "n_seeds": n_seeds,
+        }
+        for mu in (0.0, 0.5, 1.0, 2.0)
+        for n in (300, 1000)
+    ]
+    softmax = [
+        {
+            "target": target,
+            **setting,
+            "n_train": n,
+            "relu_mean": 0.01 * (j + 1),
+            "relu_std": spread * 0.01,
+            "softmax_mean": 1.0 - 0.1 * j,
+            "softmax_std": spread * 0.1,
+            "ratio_softmax_to_relu_mean": 100.0,
+            "ratio_softmax_to_relu_std": spread * 10,
+            "n_seeds": n_seeds,
+        }
+        for j, target in enumerate(("correlation-1", "value-1", "gamma-1"))
+        for n in (300, 1000)
+    ]
+    temperature = [
+        {
+            "target": "value-1",
+            "inverse_temperature": c,
+            "qk_std": c / 2,
+            **setting,
+            "n_train": 1000,
+            "error_mean": 0.2,
+            "error_std": spread * 0.2,
+            "n_seeds": n_seeds,
+        }
+        for c in (0.5, 1.0)
+    ]
+    return {
+        "degree": degree,
+        "degree_thresholds": thresholds,
+        "keys": keys,
+        "mean_scale": mean_scale,
+        "softmax": softmax,
+        "softmax_temperature": temperature,
+    }
 
 
 def _pf_like(n_sites, rng):
@@ -306,13 +375,36 @@ def test_rfa_figure_and_summary(n_seeds):
     fig = plot_rfa(tables)
     if n_seeds == 1:  # drawing is the slow part: once is enough
         _check_house_style(fig)
-    # 2 targets x 2 N panels, then the 3 panels of part B: none left empty.
-    assert len(fig.axes) == 7
+    # Top: the degree curves, a panel per model; bottom: the keys (one panel
+    # per target), the mean scale and the softmax: none left empty.
+    assert len(fig.axes) == 3 + 2 + 1 + 1
     assert all(ax.has_data() for ax in fig.axes)
     assert (_bands(fig) > 0) == (n_seeds > 1)
+    for ax, model in zip(fig.axes[:3], ("RFA", "BiasedRFA", "RFMLP"), strict=True):
+        assert ax.get_title().startswith(model)
+        # A line per target, the threshold and the mean's error as references.
+        curves = [line for line in ax.lines if len(line.get_xdata()) == 3]
+        assert len(curves) == 3
+        assert "$n^*$: $t$ 300, $Q_{2}$ $> 1000$" in ax.get_title()
+    labels = {text.get_text() for text in fig.legends[0].get_texts()}
+    assert {"threshold 0.25", "RFA", "RFA, softmax", "$n = 300$"} <= labels
     summary = format_rfa_summary(tables)
     assert ("\u00b1" in summary) == (n_seeds > 1)
     assert f"{n_seeds} seed" in summary
+    for title in ("Degree table", "Number of keys", "mean scale", "ReLU against"):
+        assert title in summary
+    # The smallest n: reached by every seed, or not within the grid.
+    assert f"300 [300, {n_seeds}/{n_seeds}]" in summary and "> 1000" in summary
+
+
+def test_rfa_figure_of_one_study():
+    """A figure from the degree table alone (the other studies left out)."""
+    tables = _rfa_tables(1)
+    for name in ("keys", "mean_scale", "softmax", "softmax_temperature"):
+        tables[name] = []
+    fig = plot_rfa(tables)
+    assert len(fig.axes) == 3 and all(ax.has_data() for ax in fig.axes)
+    assert "Number of keys" not in format_rfa_summary(tables)
 
 
 @pytest.mark.parametrize("n_seeds", [1, 3])

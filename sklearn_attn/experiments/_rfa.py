@@ -1,27 +1,40 @@
-"""Reproduction of the random-feature attention comparisons (Fu et al., 2023).
+"""Reproduction of the random-feature attention claims (Fu et al., 2023).
 
-Two parts, both on simulated key-averaged targets
-(:func:`~sklearn_attn.datasets.make_token_regression`):
+Five tables, all on the simulated key-averaged targets of
+:func:`~sklearn_attn.datasets.make_token_regression`, each cell a mean and a
+standard deviation over repetitions (every repetition draws new data and new
+random weights; the models compared within a repetition share both):
 
-A. test error against the number of training samples ``n`` (through
-   :func:`sklearn.model_selection.learning_curve`) of RFA, BiasedRFA and the
-   RFMLP baseline at matched trained-parameter counts, for several numbers of
-   keys ``N``;
-B. BiasedRFA against RFA across the ``gamma`` of the target
-   ``mean_i exp(gamma t_i)`` and on the degree-2 correlation target, at a few
-   ``n``.
+``degree`` and ``degree_thresholds``
+    The test error against the number of training samples ``n`` of RFA,
+    BiasedRFA and RFMLP (the same number ``M (d + 1)`` of trained weights) on
+    targets of degree 1, 2 and 3 in the correlations
+    ``t_i = <x_0, x_i> / sqrt(d)``, and for each model and degree the smallest
+    ``n`` of the grid whose error is at most a threshold.
+``keys``
+    The same three models on the degree-1 ``"correlation"`` and ``"value"``
+    targets for several numbers of keys ``N``.
+``mean_scale``
+    BiasedRFA's mean scale ``mu`` (``qk_mean_scale``; ``mu = 0`` is RFA) on
+    the degree-2 target: its error and its paired ratio to RFA's.
+``softmax`` and ``softmax_temperature``
+    RFA with ReLU against softmax attention weights (``activation``), and the
+    softmax's inverse temperature.
 
-Errors are normalised test errors ``MSE / Var(y_test)`` on fresh samples
-(1 means "no better than predicting the mean"), averaged over repetitions that
-each draw new data and new random weights.
+Errors are normalised test errors ``MSE / Var(y_test)`` on fresh samples (1
+means "no better than predicting the mean"). Every fit selects its ridge
+penalty by generalized cross-validation (``alpha="auto"``).
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import zlib
 
 import numpy as np
 from sklearn.model_selection import learning_curve
+from threadpoolctl import threadpool_limits
 
 from ..datasets import make_token_regression
 from ..random_features import RFMLP, BiasedRFA, RandomFeatureAttentionRegressor
@@ -41,87 +54,133 @@ from ._common import (
     summarize,
 )
 
-__all__ = ["default_config", "format_rfa_summary", "plot_rfa", "run_rfa"]
+__all__ = [
+    "default_config",
+    "format_rfa_summary",
+    "plot_rfa",
+    "run_rfa",
+    "smallest_n",
+]
 
 MODELS = ("RFA", "BiasedRFA", "RFMLP")
+TABLES = (
+    "degree",
+    "degree_thresholds",
+    "keys",
+    "mean_scale",
+    "softmax",
+    "softmax_temperature",
+)
 
-# Defaults, chosen by pilot runs on a 2-core machine (numbers in the comments
-# are normalised test errors from those pilots, one seed).
+# Settings, chosen from the first run of benchmarks/bench_rfa_claims.py
+# (results/rfa_claims.json; it now runs this study with n up to 10,000, N up
+# to 32 and 5 seeds):
 #
-# Part A uses d = 4: there RFA reaches errors of 1e-3 on the degree-1
-# key-averaged targets by n = 1024, while at d = 8 with the same budget (400
-# heads, n up to 8192) it only gets to ~0.07 on the correlation target, too
-# little separation from the baseline to show the N-dependence well. With 500
-# heads the models have p = 500 * (4 + 1) = 2500 trained weights (RFMLP gets
-# 2500 hidden units).
+# * d = 4 and N = 4, 200 heads (p = 1000 trained weights, RFMLP 1000 hidden
+#   units): 0.6 s per curve of six sizes up to n = 3200 on average (122 s of
+#   fitting for 195, load 3). n = 10,000 is left to the benchmark: no
+#   threshold moved there (those above 3200 stayed above 10,000), and one RFA
+#   fit at n = 10,000 took as long as its fits at 100 to 3000 together (1.4 s
+#   against 1.3 s).
+# * threshold 0.25 (three quarters of the variance explained): with 200 heads
+#   the degree-2 errors of RFA and BiasedRFA level off near 0.15 (a floor of
+#   the width, not of n), so a threshold of 0.1 would measure the width.
+# * the mean-scale and softmax tables reuse the degree table's fits where they
+#   coincide (mu = 0 is RFA, mu = 1 BiasedRFA's default, ReLU RFA's default):
+#   every distinct curve is fitted once (39 of them, 195 tasks with 5 seeds).
 #
-# alpha is fixed, not selected per fit: leave-one-out selection needs an
-# eigendecomposition per fit (seconds each at these sizes) and would dominate
-# the run. The pilot scanned alpha in {1e-3, 1e-2, 1e-1, 1} at n in {256,
-# 1024, 2048, 4096} and N in {4, 32}: 0.1 was within ~30% of the best alpha for
-# every model and target at n >= 1024 (e.g. RFA 0.0015 vs best 0.0015, RFMLP
-# 0.015 vs 0.011 at N = 4), while 1e-3 and 1e-2 let RFMLP blow up near the
-# interpolation threshold n ~ p (errors of 1.4 to 2.9 at N = 32).
-#
-# Part B uses d = 8, where RFA cannot learn the degree-2 correlation target
-# within the budget but BiasedRFA can; the degree-1 target is the control
-# (at d = 8 the two are about equal on it). Features there are ~3x larger (the
-# kernel trace grows with d), and the pilot's best alpha over {0.03, ..., 3}
-# was 0.3 to 1 for BiasedRFA and 1 to 3 for RFA at n = 8192; alpha = 1 keeps
-# RFA from over-fitting (error above 1) so its failure is not an artefact of
-# too little regularisation. n avoids the interpolation threshold p = 3600.
-#
-# Run time on a 2-core machine with nothing else running: about 5 minutes
-# (4 seeds; part A ~3, part B ~2); --quick 15 s (before gamma = 1 was added
-# to its part B, a sixth more fits, so that its curves have three points).
-# Other processes on the same cores slow it down more than proportionally
-# (thread oversubscription): 7-14 minutes were measured at a load of 4 to 6,
-# and 75-175 s for --quick at a load of 5 to 11.
+# Run time of ``python -m sklearn_attn reproduce rfa`` on a 2-core machine
+# shared with other work: 127 s at a load average of 3.0 to 3.3, 5 minutes
+# beside a two-worker benchmark (load 3.1 to 3.9); --quick 10 s at 3.0 (5.6 s
+# of it fitting, the rest imports and the figure), 28 s beside the benchmark.
+# Each curve runs on one BLAS thread: at these sizes two threads were twice as
+# slow on two busy cores (5.8 s against 2.9 s for four curves, load average
+# 3.5 to 4.5). The settings before these (fixed penalties, 500 heads, two
+# BLAS threads per fit) took 5 minutes on free cores, 7 to 14 under load.
 _DEFAULT_CONFIG = {
-    "n_seeds": 4,
+    "n_seeds": 5,
     "n_test": 2000,
-    "learning_curves": {
+    "degree": {
         "token_dim": 4,
-        "n_keys": (4, 8, 16, 32),
-        "targets": (("correlation", 1), ("value", 1)),
+        "n_keys": 4,
+        "n_heads": 200,
         "models": MODELS,
-        "n_heads": 500,
-        "alpha": 0.1,
-        "train_sizes": (32, 64, 128, 256, 512, 1024, 2048, 4096),
+        "targets": (
+            "correlation-1",
+            "correlation-2",
+            "correlation-3",
+            "correlation-3-power",
+        ),
+        "train_sizes": (100, 200, 400, 800, 1600, 3200),
+        "threshold": 0.25,
     },
-    "gamma": {
-        "token_dim": 8,
-        "n_keys": 8,
-        "degrees": (1, 2),
-        "gammas": (0.25, 0.5, 1.0, 2.0, 3.0),
-        "models": ("RFA", "BiasedRFA"),
-        "n_heads": 400,
-        "alpha": 1.0,
-        "train_sizes": (512, 2048, 8192),
+    "keys": {
+        "token_dim": 4,
+        "n_keys": (4, 16),
+        "n_heads": 200,
+        "models": MODELS,
+        "targets": ("correlation-1", "value-1"),
+        "train_sizes": (100, 200, 400, 800, 1600, 3200),
+    },
+    "mean_scale": {
+        "token_dim": 4,
+        "n_keys": 4,
+        "n_heads": 200,
+        "target": "correlation-2",
+        "mean_scales": (0.0, 0.25, 0.5, 1.0, 2.0, 4.0),
+        "train_sizes": (200, 800, 3200),
+    },
+    "softmax": {
+        "token_dim": 4,
+        "n_keys": 4,
+        "n_heads": 200,
+        "targets": (
+            "correlation-1",
+            "correlation-2",
+            "correlation-3",
+            "value-1",
+            "value-2",
+            "value-3",
+            "gamma-1",
+        ),
+        "train_sizes": (400, 3200),
+        # The inverse temperature c, as qk_std = c / sqrt(d) (c = 1 is the
+        # default), on the targets softmax weights can represent.
+        "inverse_temperatures": (0.25, 1.0, 4.0),
+        "temperature_targets": ("value-1", "value-2"),
+        "temperature_train_sizes": (3200,),
     },
 }
 
+# 100 heads, 2 seeds, fewer targets and sizes: the same orderings, noisier.
 _QUICK_CONFIG = {
     "n_seeds": 2,
     "n_test": 1000,
-    "learning_curves": {
-        "token_dim": 4,
-        "n_keys": (4, 16),
-        "targets": (("correlation", 1), ("value", 1)),
-        "models": MODELS,
-        "n_heads": 150,
-        "alpha": 0.1,
-        "train_sizes": (32, 128, 512, 1024),
+    "degree": {
+        **_DEFAULT_CONFIG["degree"],
+        "n_heads": 100,
+        "targets": ("correlation-1", "correlation-2", "correlation-3"),
+        "train_sizes": (100, 200, 400, 800, 1600),
     },
-    "gamma": {
-        "token_dim": 8,
-        "n_keys": 8,
-        "degrees": (2,),
-        "gammas": (0.5, 1.0, 2.0),
-        "models": ("RFA", "BiasedRFA"),
-        "n_heads": 150,
-        "alpha": 1.0,
-        "train_sizes": (256, 2048),
+    "keys": {
+        **_DEFAULT_CONFIG["keys"],
+        "n_heads": 100,
+        "targets": ("correlation-1",),
+        "train_sizes": (100, 200, 400, 800, 1600),
+    },
+    "mean_scale": {
+        **_DEFAULT_CONFIG["mean_scale"],
+        "n_heads": 100,
+        "mean_scales": (0.0, 0.5, 1.0, 2.0),
+        "train_sizes": (200, 800, 1600),
+    },
+    "softmax": {
+        **_DEFAULT_CONFIG["softmax"],
+        "n_heads": 100,
+        "targets": ("correlation-1", "correlation-2", "value-1", "gamma-1"),
+        "train_sizes": (1600,),
+        "inverse_temperatures": (),
+        "temperature_targets": (),
     },
 }
 
@@ -137,29 +196,53 @@ def default_config(quick=False):
     Returns
     -------
     config : dict
-        A deep copy (safe to modify): ``n_seeds``, ``n_test`` and, for each
-        part (``"learning_curves"``, ``"gamma"``), ``token_dim``, ``n_keys``,
-        the targets, ``models``, ``n_heads``, ``alpha`` and ``train_sizes``.
+        A deep copy (safe to modify): ``n_seeds``, ``n_test`` and one dict per
+        study (``"degree"``, ``"keys"``, ``"mean_scale"``, ``"softmax"``) with
+        its ``token_dim``, ``n_keys``, ``n_heads``, targets and
+        ``train_sizes``. Targets are named as in the tables:
+        ``"correlation-2"`` is ``make_token_regression(target="correlation",
+        degree=2, polynomial="gegenbauer")``, ``"correlation-3-power"`` the
+        power ``t**3`` (``polynomial="power"``), ``"gamma-1"`` the target
+        ``mean_i exp(t_i)``.
 
     Examples
     --------
     >>> from sklearn_attn.experiments import default_config
-    >>> default_config()["learning_curves"]["n_keys"]
-    (4, 8, 16, 32)
+    >>> default_config()["degree"]["targets"]
+    ('correlation-1', 'correlation-2', 'correlation-3', 'correlation-3-power')
+    >>> default_config(quick=True)["n_seeds"]
+    2
     """
     return copy.deepcopy(_QUICK_CONFIG if quick else _DEFAULT_CONFIG)
 
 
-def _make_model(name, *, n_heads, token_dim, alpha, random_state):
+def _target_spec(label):
+    """The keywords of ``make_token_regression`` for a target name."""
+    kind, _, rest = label.partition("-")
+    if kind == "gamma" and rest:
+        return {"target": "gamma", "gamma": float(rest)}
+    degree, _, polynomial = rest.partition("-")
+    if kind in ("correlation", "value") and degree.isdigit():
+        polynomial = polynomial or "gegenbauer"
+        if polynomial in ("gegenbauer", "power"):
+            return {"target": kind, "degree": int(degree), "polynomial": polynomial}
+    raise ValueError(
+        f"Unknown target {label!r}; expected e.g. 'correlation-2', "
+        "'value-1', 'correlation-3-power' or 'gamma-1'."
+    )
+
+
+def _make_model(name, *, n_heads, token_dim, random_state, **params):
+    """RFA, BiasedRFA or RFMLP (``M (d + 1)`` hidden units), ``alpha="auto"``."""
     if name == "RFA":
         return RandomFeatureAttentionRegressor(
-            n_heads, alpha=alpha, random_state=random_state
+            n_heads, random_state=random_state, **params
         )
     if name == "BiasedRFA":
-        return BiasedRFA(n_heads, alpha=alpha, random_state=random_state)
+        return BiasedRFA(n_heads, random_state=random_state, **params)
     if name == "RFMLP":
         # Matched trained-parameter count: M (d + 1) output weights.
-        return RFMLP(n_heads * (token_dim + 1), alpha=alpha, random_state=random_state)
+        return RFMLP(n_heads * (token_dim + 1), random_state=random_state, **params)
     raise ValueError(f"Unknown model {name!r}; expected one of {list(MODELS)}.")
 
 
@@ -167,7 +250,7 @@ def _curve_errors(model, X, y, n_train_max, train_sizes):
     """Normalised test errors of ``model`` at each train size.
 
     The first ``n_train_max`` samples are the training pool (nested prefixes of
-    it are used), the rest a fixed test set of fresh samples.
+    it are used, a fresh fit each), the rest a fixed test set of fresh samples.
     """
     n = X.shape[0]
     train_idx = np.arange(n_train_max)
@@ -185,88 +268,346 @@ def _curve_errors(model, X, y, n_train_max, train_sizes):
     return sizes, -test_scores[:, 0] / np.var(y[test_idx])
 
 
-def _one_curve(name, setting, cfg, n_test, data_seed, weight_seed):
-    """One task of the grid: the learning curve of one model on one draw."""
-    d = cfg["token_dim"]
-    train_sizes = tuple(int(s) for s in cfg["train_sizes"])
-    n_max = max(train_sizes)
-    X, y = make_token_regression(
-        n_max + n_test,
-        n_keys=setting["N"],
-        token_dim=d,
-        target=setting["target"],
-        degree=setting["degree"] or 1,
-        gamma=setting["gamma"] or 1.0,
-        random_state=data_seed,
-    )
-    model = _make_model(
-        name,
-        n_heads=cfg["n_heads"],
-        token_dim=d,
-        alpha=cfg["alpha"],
-        random_state=weight_seed,
-    )
-    return _curve_errors(model, X, y, n_max, train_sizes)
-
-
-def _curve_tasks(settings, part, cfg, n_seeds, random_state, n_test):
-    """The grid of one part: ``(curve key, task arguments)`` per model, setting
-    and repetition, the repetitions of a curve next to each other."""
-    tasks = []
-    for key, setting in enumerate(settings):
-        for model_index, name in enumerate(cfg["models"]):
-            for seed in range(n_seeds):
-                # Same data for every model in a repetition (paired comparison);
-                # fresh weights per model, setting and repetition.
-                data_seed, _ = seed_pair(random_state, part, key, seed)
-                _, weight_seed = seed_pair(random_state, part, key, seed, model_index)
-                tasks.append(
-                    (
-                        (part, key, name),
-                        (
-                            _one_curve,
-                            name,
-                            setting,
-                            cfg,
-                            n_test,
-                            data_seed,
-                            weight_seed,
-                        ),
-                    )
-                )
-    return tasks
-
-
-def _curve_rows(setting, name, cfg, sizes, errors):
-    """Table rows of one curve from its repetitions' errors."""
-    d, n_heads = cfg["token_dim"], cfg["n_heads"]
-    errors = np.asarray(errors)
-    rows = []
-    for j, size in enumerate(sizes):
-        mean, std = summarize(errors[:, j])
-        rows.append(
-            {
-                "model": name,
-                "target": setting["target"],
-                "degree": setting["degree"],
-                "gamma": setting["gamma"],
-                "N": setting["N"],
-                "d": d,
-                "n_train": int(size),
-                "error_mean": mean,
-                "error_std": std,
-                "n_seeds": int(np.isfinite(errors[:, j]).sum()),
-                "n_params": n_heads * (d + 1),
-                "alpha": float(cfg["alpha"]),
-            }
+def _one_curve(model, params, curve, sizes, n_test, seeds):
+    """One task: the test errors of one model on one draw, at ``sizes``."""
+    target, token_dim, n_keys, n_heads = curve
+    pool_seed, test_seed, weight_seed = seeds
+    # One BLAS thread: at these sizes two were twice as slow on busy cores.
+    with threadpool_limits(1):
+        # The training pool and the test set of a target, setting and
+        # repetition, the same for every model: the comparisons are paired.
+        # make_token_regression draws sample after sample, so a smaller pool
+        # is a prefix of a larger one: every curve draws what it needs.
+        common = dict(n_keys=n_keys, token_dim=token_dim, **_target_spec(target))
+        X, y = make_token_regression(max(sizes), random_state=pool_seed, **common)
+        X_test, y_test = make_token_regression(n_test, random_state=test_seed, **common)
+        estimator = _make_model(
+            model,
+            n_heads=n_heads,
+            token_dim=token_dim,
+            random_state=weight_seed,
+            **dict(params),
         )
+        _, errors = _curve_errors(
+            estimator,
+            np.concatenate([X, X_test]),
+            np.concatenate([y, y_test]),
+            max(sizes),
+            sizes,
+        )
+    return errors
+
+
+class _Curves:
+    """The distinct learning curves the tables ask for, each fitted once.
+
+    A curve is a model with its parameters on one target and setting; the
+    tables name the sizes they need, and each curve is fitted at the union.
+    """
+
+    def __init__(self, n_seeds):
+        self.n_seeds = n_seeds
+        self.sizes = {}  # (model, params, curve) -> set of sizes
+        self.origin = {}  # (model, params, curve) -> the table that asked first
+        self.errors = {}  # (model, params, curve) -> {size: errors per seed}
+
+    @staticmethod
+    def _key(model, params, target, cfg, n_keys):
+        curve = (target, int(cfg["token_dim"]), int(n_keys), int(cfg["n_heads"]))
+        return model, tuple(sorted(params.items())), curve
+
+    def need(self, table, model, params, target, cfg, n_keys, sizes):
+        key = self._key(model, params, target, cfg, n_keys)
+        self.sizes.setdefault(key, set()).update(int(n) for n in sizes)
+        self.origin.setdefault(key, table)
+
+    def get(self, model, params, target, cfg, n_keys, sizes):
+        """Errors of shape ``(n_seeds, len(sizes))``."""
+        by_size = self.errors[self._key(model, params, target, cfg, n_keys)]
+        return np.array([by_size[int(n)] for n in sizes]).T
+
+    def tasks(self, random_state, n_test):
+        tasks = []
+        for key, sizes in self.sizes.items():
+            model, params, curve = key
+            # Data seeds from the target's name and setting (so that a table's
+            # numbers do not depend on which other tables run), weight seeds
+            # from the repetition alone: RFA, BiasedRFA(mu) and the softmax
+            # share the data and the random part of the weights.
+            data_key = zlib.crc32(repr(curve[:3]).encode())
+            for seed in range(self.n_seeds):
+                seeds = (
+                    *seed_pair(random_state, data_key, seed),
+                    seed_pair(random_state, seed)[1],
+                )
+                args = (model, params, curve, tuple(sorted(sizes)), n_test, seeds)
+                tasks.append((key, (_one_curve, *args)))
+        return tasks
+
+    def store(self, key, errors_per_seed):
+        sizes = sorted(self.sizes[key])
+        errors = np.asarray(errors_per_seed)
+        self.errors[key] = {n: errors[:, j] for j, n in enumerate(sizes)}
+
+
+def _n_params(cfg):
+    return int(cfg["n_heads"]) * (int(cfg["token_dim"]) + 1)
+
+
+def _setting_columns(cfg, n_keys):
+    return {
+        "N": int(n_keys),
+        "d": int(cfg["token_dim"]),
+        "n_heads": int(cfg["n_heads"]),
+        "n_params": _n_params(cfg),
+    }
+
+
+def _error_rows(curves, cfg, n_keys_list):
+    rows = []
+    sizes = tuple(cfg["train_sizes"])
+    for n_keys in n_keys_list:
+        for target in cfg["targets"]:
+            for model in cfg["models"]:
+                errors = curves.get(model, {}, target, cfg, n_keys, sizes)
+                for j, n in enumerate(sizes):
+                    mean, std = summarize(errors[:, j])
+                    rows.append(
+                        {
+                            "model": model,
+                            "target": target,
+                            **_setting_columns(cfg, n_keys),
+                            "n_train": int(n),
+                            "error_mean": mean,
+                            "error_std": std,
+                            "n_seeds": int(np.isfinite(errors[:, j]).sum()),
+                        }
+                    )
     return rows
 
 
-def _setting_label(row):
-    if row["target"] == "gamma":
-        return f"gamma={row['gamma']:g}"
-    return f"{row['target']}(p={row['degree']})"
+def smallest_n(train_sizes, errors, threshold):
+    """The smallest ``n`` of the grid whose error is at most ``threshold``.
+
+    Parameters
+    ----------
+    train_sizes : sequence of int
+        The grid, increasing.
+    errors : sequence of float
+        The error at each size.
+    threshold : float
+        The error to reach.
+
+    Returns
+    -------
+    n : int or None
+        ``None`` when no size of the grid reaches it.
+
+    Examples
+    --------
+    >>> from sklearn_attn.experiments._rfa import smallest_n
+    >>> smallest_n([100, 300, 1000], [0.9, 0.2, 0.1], 0.25)
+    300
+    >>> smallest_n([100, 300, 1000], [0.9, 0.8, 0.7], 0.25) is None
+    True
+    """
+    for n, error in zip(train_sizes, errors, strict=True):
+        if error <= threshold:
+            return int(n)
+    return None
+
+
+def _threshold_rows(curves, cfg):
+    sizes = tuple(cfg["train_sizes"])
+    threshold = float(cfg["threshold"])
+    rows = []
+    for target in cfg["targets"]:
+        for model in cfg["models"]:
+            errors = curves.get(model, {}, target, cfg, cfg["n_keys"], sizes)
+            per_seed = [smallest_n(sizes, e, threshold) for e in errors]
+            reached = [n for n in per_seed if n is not None]
+            mean, std = summarize(errors[:, -1])
+            rows.append(
+                {
+                    "model": model,
+                    "target": target,
+                    **_setting_columns(cfg, cfg["n_keys"]),
+                    "threshold": threshold,
+                    # From the mean curve over the seeds; min and max over the
+                    # seeds that reach the threshold, n_reached of n_seeds.
+                    "n_needed": smallest_n(sizes, errors.mean(axis=0), threshold),
+                    "n_needed_min": min(reached, default=None),
+                    "n_needed_max": max(reached, default=None),
+                    "n_reached": len(reached),
+                    "n_seeds": len(per_seed),
+                    "largest_n": int(sizes[-1]),
+                    "error_at_largest_n_mean": mean,
+                    "error_at_largest_n_std": std,
+                }
+            )
+    return rows
+
+
+def _mean_scale_model(mu):
+    # BiasedRFA(qk_mean_scale=0) draws RFA's weights exactly and mu = 1 is its
+    # default: named so, they are the degree table's fits.
+    if mu == 0:
+        return "RFA", {}
+    return "BiasedRFA", ({} if mu == 1 else {"qk_mean_scale": float(mu)})
+
+
+def _mean_scale_rows(curves, cfg):
+    sizes = tuple(cfg["train_sizes"])
+    target, n_keys = cfg["target"], cfg["n_keys"]
+    reference = curves.get("RFA", {}, target, cfg, n_keys, sizes)
+    rows = []
+    for mu in cfg["mean_scales"]:
+        errors = curves.get(*_mean_scale_model(mu), target, cfg, n_keys, sizes)
+        for j, n in enumerate(sizes):
+            mean, std = summarize(errors[:, j])
+            ratio_mean, ratio_std = summarize(errors[:, j] / reference[:, j])
+            rows.append(
+                {
+                    "target": target,
+                    "mean_scale": float(mu),
+                    **_setting_columns(cfg, n_keys),
+                    "n_train": int(n),
+                    "error_mean": mean,
+                    "error_std": std,
+                    # Paired: the same data and random weights as RFA's fit.
+                    "ratio_to_rfa_mean": ratio_mean,
+                    "ratio_to_rfa_std": ratio_std,
+                    "n_seeds": int(np.isfinite(errors[:, j]).sum()),
+                }
+            )
+    return rows
+
+
+def _softmax_params(c, token_dim):
+    # c = 1 is the default qk_std = 1 / sqrt(d): the softmax table's fits.
+    if c == 1:
+        return {"activation": "softmax"}
+    return {"activation": "softmax", "qk_std": float(c) / math.sqrt(token_dim)}
+
+
+def _softmax_rows(curves, cfg):
+    sizes = tuple(cfg["train_sizes"])
+    n_keys = cfg["n_keys"]
+    rows = []
+    for target in cfg["targets"]:
+        relu = curves.get("RFA", {}, target, cfg, n_keys, sizes)
+        soft = curves.get("RFA", _softmax_params(1, 0), target, cfg, n_keys, sizes)
+        for j, n in enumerate(sizes):
+            relu_mean, relu_std = summarize(relu[:, j])
+            soft_mean, soft_std = summarize(soft[:, j])
+            ratio_mean, ratio_std = summarize(soft[:, j] / relu[:, j])
+            rows.append(
+                {
+                    "target": target,
+                    **_setting_columns(cfg, n_keys),
+                    "n_train": int(n),
+                    "relu_mean": relu_mean,
+                    "relu_std": relu_std,
+                    "softmax_mean": soft_mean,
+                    "softmax_std": soft_std,
+                    "ratio_softmax_to_relu_mean": ratio_mean,
+                    "ratio_softmax_to_relu_std": ratio_std,
+                    "n_seeds": int(np.isfinite(relu[:, j] + soft[:, j]).sum()),
+                }
+            )
+    return rows
+
+
+def _temperature_rows(curves, cfg):
+    sizes = tuple(cfg["temperature_train_sizes"])
+    d, n_keys = int(cfg["token_dim"]), cfg["n_keys"]
+    rows = []
+    for target in cfg["temperature_targets"]:
+        for c in cfg["inverse_temperatures"]:
+            params = _softmax_params(c, d)
+            errors = curves.get("RFA", params, target, cfg, n_keys, sizes)
+            for j, n in enumerate(sizes):
+                mean, std = summarize(errors[:, j])
+                rows.append(
+                    {
+                        "target": target,
+                        "inverse_temperature": float(c),
+                        "qk_std": float(c) / math.sqrt(d),
+                        **_setting_columns(cfg, n_keys),
+                        "n_train": int(n),
+                        "error_mean": mean,
+                        "error_std": std,
+                        "n_seeds": int(np.isfinite(errors[:, j]).sum()),
+                    }
+                )
+    return rows
+
+
+def _request_curves(curves, cfg):
+    """Name every curve the tables of ``cfg`` need (each part may be None)."""
+    degree, keys, mean_scale, softmax = (
+        cfg.get(part) for part in ("degree", "keys", "mean_scale", "softmax")
+    )
+    if degree:
+        for target in degree["targets"]:
+            for model in degree["models"]:
+                curves.need(
+                    "degree",
+                    model,
+                    {},
+                    target,
+                    degree,
+                    degree["n_keys"],
+                    degree["train_sizes"],
+                )
+    if keys:
+        for n_keys in keys["n_keys"]:
+            for target in keys["targets"]:
+                for model in keys["models"]:
+                    curves.need(
+                        "keys", model, {}, target, keys, n_keys, keys["train_sizes"]
+                    )
+    if mean_scale:
+        for mu in (0.0, *mean_scale["mean_scales"]):
+            curves.need(
+                "mean_scale",
+                *_mean_scale_model(mu),
+                mean_scale["target"],
+                mean_scale,
+                mean_scale["n_keys"],
+                mean_scale["train_sizes"],
+            )
+    if softmax:
+        n_keys = softmax["n_keys"]
+        for target in softmax["targets"]:
+            for params in ({}, _softmax_params(1, 0)):
+                curves.need(
+                    "softmax",
+                    "RFA",
+                    params,
+                    target,
+                    softmax,
+                    n_keys,
+                    softmax["train_sizes"],
+                )
+        d = softmax["token_dim"]
+        for target in softmax["temperature_targets"]:
+            for c in softmax["inverse_temperatures"]:
+                curves.need(
+                    "softmax_temperature",
+                    "RFA",
+                    _softmax_params(c, d),
+                    target,
+                    softmax,
+                    n_keys,
+                    softmax["temperature_train_sizes"],
+                )
+
+
+def _curve_label(key):
+    model, params, (target, d, n_keys, n_heads) = key
+    extra = "".join(f" {k}={v:g}" if k != "activation" else f" {v}" for k, v in params)
+    return f"{target} d={d} N={n_keys} {model}{extra}"
 
 
 def run_rfa(
@@ -278,61 +619,83 @@ def run_rfa(
     n_jobs=None,
     config=None,
 ):
-    """Run the RFA / BiasedRFA / RFMLP comparisons of Fu et al. (2023).
+    """Run the random-feature attention studies of Fu et al. (2023).
 
-    Part A measures the normalised test error ``MSE / Var(y_test)`` against the
-    number of training samples ``n`` of
+    Measures the normalised test error ``MSE / Var(y_test)`` of
     :class:`~sklearn_attn.RandomFeatureAttentionRegressor` (RFA),
-    :class:`~sklearn_attn.BiasedRFA` and :class:`~sklearn_attn.RFMLP`
-    (with ``n_heads * (d + 1)`` hidden units, the same number of trained
-    weights) on key-averaged targets ``mean_i t_i`` ("correlation") and
-    ``mean_i t_i x_i[0]`` ("value"), ``t_i = <x_0, x_i> / sqrt(d)``, for
-    several numbers of keys ``N``. Part B compares BiasedRFA with RFA on
-    ``mean_i exp(gamma t_i)`` across ``gamma`` and on ``mean_i t_i**p``
-    (``p`` = 1 and 2) at a larger token dimension.
+    :class:`~sklearn_attn.BiasedRFA` and :class:`~sklearn_attn.RFMLP` (with
+    ``n_heads * (d + 1)`` hidden units, the same number of trained weights)
+    against the number of training samples ``n``, on key-averaged targets of
+    the correlations ``t_i = <x_0, x_i> / sqrt(d)``:
+
+    * **degree**: targets ``mean_i Q_p(t_i)`` of degree ``p`` = 1, 2, 3 (``Q_p``
+      the orthogonal polynomial of degree ``p``, so that degree ``p`` is
+      exactly degree ``p``) and ``mean_i t_i**3``; and the smallest ``n`` of
+      the grid reaching an error threshold, per model and degree;
+    * **keys**: the degree-1 ``"correlation"`` and ``"value"`` targets for
+      several numbers of keys ``N``;
+    * **mean_scale**: BiasedRFA's ``qk_mean_scale`` on the degree-2 target,
+      with its error ratio to RFA on the same data and random weights;
+    * **softmax**: RFA with ``activation="relu"`` against ``"softmax"``, and
+      the softmax's inverse temperature ``c`` (``qk_std = c / sqrt(d)``).
 
     Each curve comes from :func:`sklearn.model_selection.learning_curve` with a
-    single split: the training sets are nested prefixes of a pool of
-    ``max(train_sizes)`` samples and the test set is a fixed set of fresh
-    samples. Every repetition draws new data and new random weights; the
-    models of one repetition share the data.
+    single split: the training sets are nested prefixes of one pool and the
+    test set is a fixed set of fresh samples. Every fit chooses its ridge
+    penalty by generalized cross-validation (``alpha="auto"``). Every
+    repetition draws new data and new random weights; within a repetition the
+    models share the data of a target and the random part of the weights, and
+    a curve that several tables use (RFA on the degree-2 target is the
+    reference of the mean-scale table and the ReLU column of the softmax
+    table) is fitted once.
 
     Parameters
     ----------
     quick : bool, default=False
-        Use the reduced settings (fewer ``N``, heads, sizes and repetitions):
-        75 s to 3 minutes on a two-core machine shared with other work
-        (measured at loads of 5 to 11), much less on free cores. The default
-        settings took about 5 minutes on two free cores.
+        Use the reduced settings (fewer targets, heads, sizes and
+        repetitions). Measured times are in the reproduction guide.
     n_seeds : int, default=None
-        Number of repetitions; ``None`` uses the setting's default (4, or 2
+        Number of repetitions; ``None`` uses the setting's default (3, or 2
         with ``quick``).
     random_state : int, default=0
         Master seed; all data and weight seeds are derived from it.
     progress : callable, None or False, default=None
-        Where the progress lines go (one per part, setting and model, with the
-        elapsed time): ``None`` prints them to standard error, ``False`` drops
-        them, a callable receives each line.
+        Where the progress lines go (one per distinct curve, with the elapsed
+        time): ``None`` prints them to standard error, ``False`` drops them, a
+        callable receives each line.
     n_jobs : int, default=None
         Learning curves computed at once by
-        :class:`sklearn.utils.parallel.Parallel`, one task per model, setting
-        and repetition (each with its own seeds, so the tables do not depend
-        on ``n_jobs`` or on the joblib backend: under
+        :class:`sklearn.utils.parallel.Parallel`, one task per curve and
+        repetition (each with its own seeds and one BLAS thread, so the tables
+        do not depend on ``n_jobs`` or on the joblib backend: under
         ``joblib.parallel_config(backend="dask")`` the tasks run on a Dask
-        cluster). ``None`` runs them one after another, each fit using all
-        BLAS threads.
+        cluster). ``None`` runs them one after another.
     config : dict, default=None
         Overrides of the settings returned by ``default_config(quick)``, e.g.
-        ``{"learning_curves": {"n_keys": (4,)}}`` (nested dicts are merged).
+        ``{"degree": {"train_sizes": (100, 1000)}}`` (nested dicts are merged,
+        unknown names are an error); a study set to ``None`` is left out, and
+        its tables are empty.
 
     Returns
     -------
     tables : dict
-        ``"learning_curves"`` (part A) and ``"gamma"`` (part B), each a list of
-        dict rows with keys ``model``, ``target``, ``degree``, ``gamma``,
-        ``N``, ``d``, ``n_train``, ``error_mean``, ``error_std``, ``n_seeds``,
-        ``n_params`` and ``alpha`` (``degree`` is ``None`` for the gamma
-        target, ``gamma`` is ``None`` for the others).
+        Lists of dict rows, by name:
+
+        - ``"degree"``, ``"keys"``: ``model``, ``target``, ``N``, ``d``,
+          ``n_heads``, ``n_params``, ``n_train``, ``error_mean``,
+          ``error_std``, ``n_seeds``;
+        - ``"degree_thresholds"``: per model and target, ``threshold``,
+          ``n_needed`` (from the mean curve; ``None`` if not reached),
+          ``n_needed_min`` and ``n_needed_max`` (over the seeds that reach
+          it), ``n_reached`` (of ``n_seeds``), ``largest_n`` and the error
+          there (``error_at_largest_n_mean``, ``error_at_largest_n_std``);
+        - ``"mean_scale"``: per ``mean_scale`` and ``n_train``, the error and
+          the paired ratio ``error(BiasedRFA) / error(RFA)``
+          (``ratio_to_rfa_mean``, ``ratio_to_rfa_std``);
+        - ``"softmax"``: per target and ``n_train``, ``relu_*``,
+          ``softmax_*`` and ``ratio_softmax_to_relu_*`` (mean and std);
+        - ``"softmax_temperature"``: per target and ``inverse_temperature``,
+          the softmax's error.
 
     See Also
     --------
@@ -344,11 +707,21 @@ def run_rfa(
     >>> from sklearn_attn.experiments import run_rfa
     >>> tables = run_rfa(quick=True, progress=False)  # doctest: +SKIP
     >>> sorted(tables)  # doctest: +SKIP
-    ['gamma', 'learning_curves']
+    ['degree', 'degree_thresholds', 'keys', 'mean_scale', 'softmax', ...]
     """
     cfg = default_config(quick)
     for key, value in (config or {}).items():
-        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+        if key not in cfg:
+            raise ValueError(
+                f"Unknown setting {key!r} in config; expected some of {sorted(cfg)}."
+            )
+        if isinstance(value, dict) and isinstance(cfg[key], dict):
+            unknown = sorted(set(value) - set(cfg[key]))
+            if unknown:
+                raise ValueError(
+                    f"Unknown settings {unknown} in config[{key!r}]; expected "
+                    f"some of {sorted(cfg[key])}."
+                )
             cfg[key].update(value)
         else:
             cfg[key] = value
@@ -357,88 +730,196 @@ def run_rfa(
     if int(n_seeds) < 1:
         raise ValueError(f"n_seeds must be a positive integer; got {n_seeds!r}.")
     n_seeds = int(n_seeds)
+    for part in ("degree", "keys", "mean_scale", "softmax"):
+        if cfg.get(part):
+            for target in cfg[part].get("targets", [cfg[part].get("target")]):
+                _target_spec(target)  # unknown names fail before any fit
     report = Progress(progress, prefix="[rfa] ")
 
-    lc, gm = cfg["learning_curves"], cfg["gamma"]
-    settings_a = [
-        {"target": target, "degree": int(degree), "gamma": None, "N": int(n_keys)}
-        for n_keys in lc["n_keys"]
-        for target, degree in lc["targets"]
-    ]
-    settings_b = [
-        {
-            "target": "correlation",
-            "degree": int(degree),
-            "gamma": None,
-            "N": int(gm["n_keys"]),
-        }
-        for degree in gm["degrees"]
-    ] + [
-        {
-            "target": "gamma",
-            "degree": None,
-            "gamma": float(gamma),
-            "N": int(gm["n_keys"]),
-        }
-        for gamma in gm["gammas"]
-    ]
-    parts = [(settings_a, lc), (settings_b, gm)]
-    tasks = [
-        task
-        for part, (settings, part_cfg) in enumerate(parts)
-        for task in _curve_tasks(
-            settings, part, part_cfg, n_seeds, random_state, cfg["n_test"]
-        )
-    ]
-    n_curves = len(tasks) // n_seeds
-    report(
-        f"part A: test error vs n, d={lc['token_dim']}, N in {list(lc['n_keys'])}, "
-        f"{lc['n_heads']} heads, {n_seeds} seeds"
-    )
-    report(
-        f"part B: BiasedRFA vs RFA across gamma, d={gm['token_dim']}, "
-        f"N={gm['n_keys']}, {gm['n_heads']} heads"
-    )
-    report(f"{len(tasks)} tasks: {n_curves} curves x {n_seeds} seeds")
+    curves = _Curves(n_seeds)
+    _request_curves(curves, cfg)
+    tasks = curves.tasks(random_state, cfg["n_test"])
+    n_curves = len(curves.sizes)
+    report(f"{len(tasks)} tasks: {n_curves} distinct curves x {n_seeds} seeds")
     results = run_tasks([task for _, task in tasks], n_jobs=n_jobs)
-    tables = ([], [])
     errors = []
-    for count, ((part, key, name), (sizes, errs)) in enumerate(
-        zip((curve for curve, _ in tasks), results, strict=True), 1
-    ):
-        errors.append(errs)
+    for count, ((key, _), result) in enumerate(zip(tasks, results, strict=True), 1):
+        errors.append(result)
         if count % n_seeds:
             continue
-        # The last repetition of a curve: its rows and a progress line.
-        settings, part_cfg = parts[part]
-        setting = settings[key]
-        tables[part].extend(_curve_rows(setting, name, part_cfg, sizes, errors))
+        # The last repetition of a curve: store it, say where it ended.
+        curves.store(key, errors)
         mean, std = summarize(np.asarray(errors)[:, -1])
         report(
-            f"[{count // n_seeds}/{n_curves}] part {'AB'[part]} "
-            f"{_setting_label(setting)} N={setting['N']} {name}: error {mean:.3g} "
-            f"\u00b1 {std:.2g} at n={sizes[-1]}"
+            f"[{count // n_seeds}/{n_curves}] {curves.origin[key]}: "
+            f"{_curve_label(key)}: error {_mean_spread(mean, std, n_seeds)} "
+            f"at n={max(curves.sizes[key])}"
         )
         errors = []
     report("done")
-    rows_a, rows_b = tables
-    return {"learning_curves": rows_a, "gamma": rows_b}
+
+    tables = dict.fromkeys(TABLES)
+    for name in TABLES:
+        tables[name] = []
+    if cfg.get("degree"):
+        deg = cfg["degree"]
+        tables["degree"] = _error_rows(curves, deg, [deg["n_keys"]])
+        tables["degree_thresholds"] = _threshold_rows(curves, deg)
+    if cfg.get("keys"):
+        tables["keys"] = _error_rows(curves, cfg["keys"], cfg["keys"]["n_keys"])
+    if cfg.get("mean_scale"):
+        tables["mean_scale"] = _mean_scale_rows(curves, cfg["mean_scale"])
+    if cfg.get("softmax"):
+        tables["softmax"] = _softmax_rows(curves, cfg["softmax"])
+        tables["softmax_temperature"] = _temperature_rows(curves, cfg["softmax"])
+    return tables
 
 
 # -- summary -------------------------------------------------------------------
 
 
-def _at_largest_n(rows):
-    largest = {}
-    for row in rows:
-        key = (row["target"], row["degree"], row["gamma"], row["N"], row["model"])
-        if key not in largest or row["n_train"] > largest[key]["n_train"]:
-            largest[key] = row
-    return largest
+def _sizes(rows):
+    return sorted({row["n_train"] for row in rows})
+
+
+def _by(rows, *keys):
+    return {tuple(row[k] for k in keys): row for row in rows}
+
+
+def _seeds_of(rows, key="n_seeds"):
+    seeds = _seeds_text(row[key] for row in rows)
+    spread = " \u00b1 std" if any(row[key] > 1 for row in rows) else ""
+    return f"mean{spread} over {seeds}"
+
+
+def _setting_text(row):
+    heads = f"{row['n_heads']} heads ({row['n_params']} weights)"
+    return f"d={row['d']}, N={row['N']}, {heads}"
+
+
+def _needed_text(row):
+    if row is None:
+        return "-"
+    if row["n_needed"] is None and not row["n_reached"]:
+        return f"> {row['largest_n']}"
+    needed = "-" if row["n_needed"] is None else str(row["n_needed"])
+    low, high = row["n_needed_min"], row["n_needed_max"]
+    seeds = f"{row['n_reached']}/{row['n_seeds']}"
+    span = f"{low}" if low == high else f"{low}-{high}"
+    return f"{needed} [{span}, {seeds}]"
+
+
+def _format_curves(rows, title, thresholds=None):
+    sizes = _sizes(rows)
+    cells = _by(rows, "target", "N", "model", "n_train")
+    needed = _by(thresholds or [], "target", "model")
+    header = ["target", "N", "model", *(f"n={n}" for n in sizes)]
+    if thresholds:
+        header.append("n*")
+    lines = []
+    for target, n_keys, model in dict.fromkeys(
+        (r["target"], r["N"], r["model"]) for r in rows
+    ):
+        line = [target, str(n_keys), model]
+        for n in sizes:
+            row = cells.get((target, n_keys, model, n))
+            line.append(
+                _mean_spread(row["error_mean"], row["error_std"], row["n_seeds"])
+                if row
+                else "-"
+            )
+        if thresholds:
+            line.append(_needed_text(needed.get((target, model))))
+        lines.append(line)
+    first = rows[0]
+    text = (
+        f"{title}: test MSE / Var y against n ({_seeds_of(rows)}), "
+        f"d={first['d']}, {first['n_heads']} heads ({first['n_params']} weights)"
+    )
+    if thresholds:
+        text += (
+            f"\nn* = smallest n whose mean error is <= {thresholds[0]['threshold']:g} "
+            "[range over the seeds that reach it, seeds reaching it]"
+        )
+    return text + "\n" + format_table(header, lines)
+
+
+def _format_mean_scale(rows):
+    sizes = _sizes(rows)
+    cells = _by(rows, "mean_scale", "n_train")
+    header = [
+        "mu",
+        *(f"error n={n}" for n in sizes),
+        *(f"ratio n={n}" for n in sizes),
+    ]
+    lines = []
+    for mu in dict.fromkeys(r["mean_scale"] for r in rows):
+        line = [f"{mu:g}"]
+        for column in ("error", "ratio_to_rfa"):
+            for n in sizes:
+                row = cells[mu, n]
+                line.append(
+                    _mean_spread(
+                        row[f"{column}_mean"], row[f"{column}_std"], row["n_seeds"]
+                    )
+                )
+        lines.append(line)
+    first = rows[0]
+    return (
+        f"BiasedRFA's mean scale mu on {first['target']} (mu = 0 is RFA, 1 the "
+        f"default): test MSE / Var y and the paired ratio to RFA's, below 1 "
+        f"BiasedRFA better ({_seeds_of(rows)}), {_setting_text(first)}\n"
+        + format_table(header, lines)
+    )
+
+
+def _format_softmax(rows, temperature):
+    sizes = _sizes(rows)
+    cells = _by(rows, "target", "n_train")
+    header = ["target"]
+    for n in sizes:
+        header += [f"relu n={n}", f"softmax n={n}"]
+    lines = []
+    for target in dict.fromkeys(r["target"] for r in rows):
+        line = [target]
+        for n in sizes:
+            row = cells[target, n]
+            for column in ("relu", "softmax"):
+                line.append(
+                    _mean_spread(
+                        row[f"{column}_mean"], row[f"{column}_std"], row["n_seeds"]
+                    )
+                )
+        lines.append(line)
+    first = rows[0]
+    text = (
+        f"RFA: ReLU against softmax attention weights, test MSE / Var y "
+        f"({_seeds_of(rows)}), {_setting_text(first)}\n" + format_table(header, lines)
+    )
+    if temperature:
+        sizes = _sizes(temperature)
+        cells = _by(temperature, "target", "inverse_temperature", "n_train")
+        lines = []
+        for target, c in dict.fromkeys(
+            (r["target"], r["inverse_temperature"]) for r in temperature
+        ):
+            line = [target, f"{c:g}"]
+            for n in sizes:
+                row = cells[target, c, n]
+                line.append(
+                    _mean_spread(row["error_mean"], row["error_std"], row["n_seeds"])
+                )
+            lines.append(line)
+        text += (
+            "\n\nSoftmax inverse temperature c (qk_std = c / sqrt(d); c = 1 is the "
+            f"default), test MSE / Var y ({_seeds_of(temperature)})\n"
+            + format_table(["target", "c", *(f"n={n}" for n in sizes)], lines)
+        )
+    return text
 
 
 def format_rfa_summary(tables):
-    """Plain-text tables of the errors at the largest ``n`` of each setting.
+    """Plain-text tables of :func:`run_rfa`'s results.
 
     Parameters
     ----------
@@ -448,43 +929,27 @@ def format_rfa_summary(tables):
     Returns
     -------
     text : str
-        One table per part: a line per target and ``N`` (part A) or target and
-        ``gamma`` (part B), a column per model, cells ``mean ± std`` of the
-        normalised test error over the repetitions (the mean alone over one
-        repetition); each table's title says how many.
+        The degree table (a line per target and model, a column per ``n``,
+        and the smallest ``n`` reaching the threshold), the keys table, the
+        mean-scale table (errors and paired ratios to RFA) and the
+        softmax/ReLU table (with the inverse temperatures when run); cells
+        ``mean ± std`` over the repetitions (the mean alone over one), each
+        title saying how many.
     """
     parts = []
-    for name, title in (
-        ("learning_curves", "Part A: normalised test error"),
-        ("gamma", "Part B: BiasedRFA vs RFA"),
-    ):
-        rows = tables.get(name) or []
-        if not rows:
-            continue
-        largest = _at_largest_n(rows)
-        models = list(dict.fromkeys(row["model"] for row in rows))
-        settings = list(dict.fromkeys(key[:4] for key in largest))
-        lines = []
-        for target, degree, gamma, n_keys in settings:
-            label = _setting_label({"target": target, "degree": degree, "gamma": gamma})
-            cells = [label, str(n_keys)]
-            n_train = None
-            for model in models:
-                row = largest.get((target, degree, gamma, n_keys, model))
-                cells.append(
-                    _mean_spread(row["error_mean"], row["error_std"], row["n_seeds"])
-                    if row
-                    else "-"
-                )
-                n_train = row["n_train"] if row else n_train
-            cells.append(str(n_train))
-            lines.append(cells)
-        d = rows[0]["d"]
-        seeds = _seeds_text(row["n_seeds"] for row in rows)
-        spread = " \u00b1 std" if any(row["n_seeds"] > 1 for row in rows) else ""
+    if tables.get("degree"):
         parts.append(
-            f"{title} (MSE / Var y, mean{spread} over {seeds}), d={d}\n"
-            + format_table(["target", "N", *models, "n"], lines)
+            _format_curves(
+                tables["degree"], "Degree table", tables.get("degree_thresholds")
+            )
+        )
+    if tables.get("keys"):
+        parts.append(_format_curves(tables["keys"], "Number of keys N"))
+    if tables.get("mean_scale"):
+        parts.append(_format_mean_scale(tables["mean_scale"]))
+    if tables.get("softmax"):
+        parts.append(
+            _format_softmax(tables["softmax"], tables.get("softmax_temperature"))
         )
     return "\n\n".join(parts)
 
@@ -492,17 +957,24 @@ def format_rfa_summary(tables):
 # -- figure --------------------------------------------------------------------
 
 _COLORS = {"RFA": "tab:blue", "BiasedRFA": "tab:orange", "RFMLP": "tab:green"}
+# Targets in the degree panels: a colour per degree, the power t^3 in grey.
+_TARGET_COLORS = ("tab:purple", "tab:red", "tab:brown", "tab:pink", "tab:olive")
+_STYLES = ("-", "--", ":", "-.")
+_STYLE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
 
 
-def _target_math(target, degree=None, gamma=None):
-    r"""The target as mathtext, e.g. ``$\mathrm{mean}_i\, e^{\gamma t_i}$``."""
-    power = "" if degree in (None, 1) else f"^{{{degree}}}"
-    if target == "gamma":
-        rate = r"\gamma" if gamma is None else f"{gamma:g}"
-        return rf"$\mathrm{{mean}}_i\, e^{{{rate} t_i}}$"
-    if target == "value":
-        return rf"$\mathrm{{mean}}_i\, t_i{power} x_{{i1}}$"
-    return rf"$\mathrm{{mean}}_i\, t_i{power}$"
+def _target_math(label):
+    r"""A target name as mathtext, e.g. ``$\mathrm{mean}_i\, Q_2(t_i)$``."""
+    spec = _target_spec(label)
+    if spec["target"] == "gamma":
+        return rf"$\mathrm{{mean}}_i\, e^{{{spec['gamma']:g} t_i}}$"
+    p = spec["degree"]
+    term = f"t_i^{{{p}}}" if spec["polynomial"] == "power" else f"Q_{{{p}}}(t_i)"
+    if p == 1:
+        term = "t_i"
+    if spec["target"] == "value":
+        term += r"\, x_{i1}"
+    return rf"$\mathrm{{mean}}_i\, {term}$"
 
 
 def _series(rows, **match):
@@ -516,19 +988,34 @@ def _series(rows, **match):
     return [r["n_train"] for r in sel], mean, low, mean + std, n_seeds
 
 
+def _reference_lines(ax, threshold=None):
+    ax.axhline(
+        1.0, color="0.5", linewidth=0.8, linestyle=":", label="predicting the mean"
+    )
+    if threshold is not None:
+        ax.axhline(
+            threshold,
+            color="k",
+            linewidth=0.8,
+            linestyle="--",
+            label=f"threshold {threshold:g}",
+        )
+
+
 def plot_rfa(tables, path=None):
     r"""Draw the figure of :func:`run_rfa`'s tables.
 
-    Top (part A): the normalised test error against ``n`` (log-log), one panel
-    per target (row) and number of keys ``N`` (column), a line per model with
-    a band of ± one standard deviation over the repetitions (when there are
-    several); the panels of a row share their y axis and the dotted line at 1
-    is the error of predicting the mean. Bottom (part B): BiasedRFA and RFA
-    against ``gamma`` for the targets :math:`\frac{1}{N}\sum_i e^{\gamma t_i}`
-    (a shade per ``n``), the ratio of their errors, and their learning curves
-    on the correlation targets :math:`\frac{1}{N}\sum_i t_i^p`. One legend
-    for the figure, below the panels; the title states the sizes and the
-    number of seeds. Series of fewer than three points are drawn as markers.
+    Top row (the degree table): the normalised test error against ``n``
+    (log-log), one panel per model, a line per target (a colour per degree,
+    grey for :math:`t^3`), the dashed line the threshold of ``n*`` (given in
+    the panel's title per target) and the dotted line at 1 the error of
+    predicting the mean. Bottom row: the keys table (a panel per target, a
+    colour per model, a line style per ``N``); BiasedRFA's error ratio to RFA
+    against the mean scale :math:`\mu` (a shade per ``n``); and RFA's error
+    with ReLU and softmax weights per target at the largest ``n``. Bands (or
+    error bars) are ± one standard deviation over the repetitions, when there
+    are several; one legend for the figure, below the panels; the title
+    states the sizes and the number of seeds.
 
     matplotlib is imported here, not with the module; no pyplot state or
     interactive backend is used.
@@ -550,186 +1037,226 @@ def plot_rfa(tables, path=None):
     >>> from sklearn_attn.experiments import plot_rfa, run_rfa
     >>> fig = plot_rfa(run_rfa(quick=True, progress=False), "rfa.png")  # doctest: +SKIP
     """
-    rows_a = tables.get("learning_curves") or []
-    rows_b = tables.get("gamma") or []
-    targets = list(dict.fromkeys((r["target"], r["degree"]) for r in rows_a))
-    n_keys = sorted({r["N"] for r in rows_a})
-    n_cols = max(len(n_keys), 3 if rows_b else 1)
-    height_a = 2.6 * len(targets)
-    height_b = 2.9 if rows_b else 0.0
-    fig = _figure(3.1 * n_cols, max(height_a + height_b, 2.6) + 0.9)
-    if rows_a and rows_b:
-        top, bottom = fig.subfigures(2, 1, height_ratios=[height_a, height_b])
+    degree = tables.get("degree") or []
+    keys = tables.get("keys") or []
+    mean_scale = tables.get("mean_scale") or []
+    softmax = tables.get("softmax") or []
+    models = list(dict.fromkeys(r["model"] for r in degree))
+    key_targets = list(dict.fromkeys(r["target"] for r in keys))
+    n_bottom = len(key_targets) + bool(mean_scale) + bool(softmax)
+    n_cols = max(len(models), n_bottom, 1)
+    height_top = 3.0 if degree else 0.0
+    height_bottom = 3.2 if n_bottom else 0.0
+    fig = _figure(3.2 * n_cols, max(height_top + height_bottom, 2.6) + 1.2)
+    if degree and n_bottom:
+        top, bottom = fig.subfigures(2, 1, height_ratios=[height_top, height_bottom])
     else:
         top = bottom = fig
-    if rows_a:
-        _plot_learning_curves(top, rows_a, targets, n_keys)
-    if rows_b:
-        _plot_gamma_row(bottom, rows_b)
+    if degree:
+        _plot_degree(top, degree, tables.get("degree_thresholds") or [], models)
+    if n_bottom:
+        axes = list(bottom.subplots(1, n_bottom, squeeze=False)[0])
+        for ax, target in zip(axes, key_targets, strict=False):
+            _plot_keys(ax, keys, target)
+        axes = axes[len(key_targets) :]
+        if mean_scale:
+            _plot_mean_scale(axes.pop(0), mean_scale)
+        if softmax:
+            _plot_softmax(axes.pop(0), softmax)
 
-    rows = rows_a + rows_b
-    parts = []
-    if rows_a:
-        first = rows_a[0]
-        parts.append(
-            f"top: $d = {first['d']}$, {first['n_params']} trained weights per model"
-        )
-    if rows_b:
-        first = rows_b[0]
-        parts.append(
-            f"bottom: $d = {first['d']}$, $N = {first['N']}$, "
-            f"{first['n_params']} trained weights"
+    rows = degree + keys + mean_scale + softmax
+    first = rows[0] if rows else None
+    details = []
+    if first:
+        details.append(
+            f"$d = {first['d']}$, {first['n_heads']} heads "
+            f"({first['n_params']} trained weights per model)"
         )
     seeds = _seeds_text(r["n_seeds"] for r in rows)
     spread = ", bands ± one std" if any(r["n_seeds"] > 1 for r in rows) else ""
+    details.append(f"mean over {seeds}{spread}; $n$ training samples")
     _caption(
         fig,
-        "Random-feature attention against the random-feature MLP "
-        "(Fu et al., 2023): normalised test error MSE / Var($y$)",
-        "; ".join(parts) + f"; mean over {seeds}{spread}; $n$ training samples",
+        "Random-feature attention (Fu et al., 2023): normalised test error "
+        "MSE / Var($y$)",
+        "; ".join(details),
     )
-    _figure_legend(fig, ncols=7)
+    _figure_legend(fig, ncols=6)
     _save(fig, path)
     return fig
 
 
-def _plot_learning_curves(fig, rows, targets, n_keys):
-    """Part A: a panel per target (row) and ``N`` (column)."""
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    sizes = sorted({r["n_train"] for r in rows})
-    axes = fig.subplots(len(targets), len(n_keys), squeeze=False, sharey="row")
-    for i, (target, degree) in enumerate(targets):
-        for j, n in enumerate(n_keys):
-            ax = axes[i, j]
-            ax.axhline(
-                1.0,
-                color="0.5",
-                linewidth=0.8,
-                linestyle=":",
-                label="predicting the mean",
+def _target_color(target, targets):
+    spec = _target_spec(target)
+    if spec.get("polynomial") == "power":
+        return "0.45"
+    return _TARGET_COLORS[targets.index(target) % len(_TARGET_COLORS)]
+
+
+def _plot_degree(fig, rows, thresholds, models):
+    """A panel per model: the error against n, a line per target."""
+    targets = list(dict.fromkeys(r["target"] for r in rows))
+    sizes = _sizes(rows)
+    needed = _by(thresholds, "target", "model")
+    threshold = thresholds[0]["threshold"] if thresholds else None
+    axes = fig.subplots(1, len(models), squeeze=False, sharey="row")[0]
+    for j, (ax, model) in enumerate(zip(axes, models, strict=True)):
+        ax.set_yscale("log")
+        _reference_lines(ax, threshold)
+        for target in targets:
+            x, mean, low, high, n_seeds = _series(rows, target=target, model=model)
+            _curve(
+                ax,
+                x,
+                mean,
+                low=low,
+                high=high,
+                n_seeds=n_seeds,
+                color=_target_color(target, targets),
+                label=_target_math(target),
             )
-            ax.set_yscale("log")
-            for model in models:
-                x, mean, low, high, n_seeds = _series(
-                    rows, target=target, degree=degree, N=n, model=model
-                )
-                _curve(
-                    ax,
-                    x,
-                    mean,
-                    low=low,
-                    high=high,
-                    n_seeds=n_seeds,
-                    color=_COLORS.get(model),
-                    label=model,
-                )
-            ax.set_title(
-                f"{target}: {_target_math(target, degree)}, $N = {n}$", fontsize=9
+        title = f"{model}, $N = {rows[0]['N']}$"
+        if thresholds:
+            title += "\n$n^*$: " + ", ".join(
+                f"{_target_short(t)} {_short_needed(needed.get((t, model)))}"
+                for t in targets
             )
-            ax.grid(True, which="major", alpha=0.3)
-            if j == 0:
-                ax.set_ylabel("test MSE / Var($y$)")
-            if i == len(targets) - 1:
-                ax.set_xlabel("$n$ (training samples)")
-    for ax in axes.ravel():
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.set_xlabel("$n$ (training samples)")
+        if j == 0:
+            ax.set_ylabel("test MSE / Var($y$)")
+    for ax in axes:
         _log_axis(ax, "x", ticks=sizes)
         _log_axis(ax, "y")
 
 
-def _plot_gamma_row(fig, rows):
-    """Part B: errors against ``gamma``, their ratio, the correlation curves."""
-    gamma_rows = [r for r in rows if r["target"] == "gamma"]
-    corr = [r for r in rows if r["target"] != "gamma"]
-    d, n_keys = rows[0]["d"], rows[0]["N"]
-    panels = (1 if gamma_rows else 0) * 2 + (1 if corr else 0)
-    axes = list(fig.subplots(1, panels, squeeze=False)[0])
-    if gamma_rows:
-        ax_err, ax_ratio = axes[0], axes[1]
-        _plot_gamma_panels(ax_err, ax_ratio, gamma_rows)
-        ax_err.set_title(
-            f"{_target_math('gamma')}, $d = {d}$, $N = {n_keys}$ (shade: $n$)",
-            fontsize=9,
-        )
-    if corr:
-        ax_curve = axes[-1]
-        ax_curve.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
-        ax_curve.set_yscale("log")
-        degrees = sorted({r["degree"] for r in corr}, reverse=True)
-        styles = dict(zip(degrees, ["-", "--", ":", "-."], strict=False))
-        for degree in degrees:
-            for model in ("RFA", "BiasedRFA"):
-                x, mean, low, high, n_seeds = _series(corr, degree=degree, model=model)
-                _curve(
-                    ax_curve,
-                    x,
-                    mean,
-                    low=low,
-                    high=high,
-                    n_seeds=n_seeds,
-                    color=_COLORS[model],
-                    linestyle=styles[degree],
-                    label=model,
-                )
-        _log_axis(ax_curve, "x", ticks=[r["n_train"] for r in corr])
-        _log_axis(ax_curve, "y")
-        ax_curve.set_xlabel("$n$ (training samples)")
-        ax_curve.set_ylabel("test MSE / Var($y$)")
-        title = f"{_target_math('correlation', 'p')}, $d = {d}$, $N = {n_keys}$"
-        if len(degrees) > 1:
-            names = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
-            title += "\n" + ", ".join(
-                f"{names[styles[degree]]} $p = {degree}$" for degree in degrees
-            )
-        else:
-            title += f", $p = {degrees[0]}$"
-        ax_curve.set_title(title, fontsize=9)
-    for ax in axes:
-        ax.grid(True, which="major", alpha=0.3)
+def _short_needed(row):
+    if row is None:
+        return "-"
+    if row["n_needed"] is None:
+        return f"$> {row['largest_n']}$"
+    return str(row["n_needed"])
 
 
-def _plot_gamma_panels(ax_err, ax_ratio, rows):
-    sizes = sorted({r["n_train"] for r in rows})
-    shades = np.linspace(0.4, 1.0, len(sizes)) if len(sizes) > 1 else [1.0]
-    ax_err.set_yscale("log")
-    ax_ratio.set_yscale("log")
-    ax_ratio.axhline(1.0, color="k", linewidth=0.8)
-    for size, shade in zip(sizes, shades, strict=True):
-        by_model = {}
-        for model in ("RFA", "BiasedRFA"):
-            sel = sorted(
-                (r for r in rows if r["model"] == model and r["n_train"] == size),
-                key=lambda r: r["gamma"],
-            )
-            if not sel:
-                continue
-            gammas = [r["gamma"] for r in sel]
-            mean = np.array([r["error_mean"] for r in sel], dtype=float)
-            std = np.array([r["error_std"] for r in sel], dtype=float)
-            by_model[model] = (gammas, mean)
+def _target_short(label):
+    """A target in a few characters of mathtext: ``$Q_2$``, ``$t^3$``, ..."""
+    spec = _target_spec(label)
+    if spec["target"] == "gamma":
+        return rf"$e^{{{spec['gamma']:g} t}}$"
+    p = spec["degree"]
+    term = f"t^{{{p}}}" if spec["polynomial"] == "power" else f"Q_{{{p}}}"
+    if p == 1:
+        term = "t"
+    return f"${term}\\, x_1$" if spec["target"] == "value" else f"${term}$"
+
+
+def _plot_keys(ax, rows, target):
+    """Learning curves on one target, a colour per model, a style per N."""
+    n_keys = sorted({r["N"] for r in rows})
+    styles = dict(zip(n_keys, _STYLES, strict=False))
+    ax.set_yscale("log")
+    _reference_lines(ax)
+    for model in dict.fromkeys(r["model"] for r in rows):
+        for n in n_keys:
+            x, mean, low, high, n_seeds = _series(rows, target=target, N=n, model=model)
             _curve(
-                ax_err,
-                gammas,
+                ax,
+                x,
                 mean,
-                low=np.maximum(mean - std, mean * 0.05),
-                high=mean + std,
-                n_seeds=min(r["n_seeds"] for r in sel),
-                color=_shade(_COLORS[model], shade),
+                low=low,
+                high=high,
+                n_seeds=n_seeds,
+                color=_COLORS.get(model),
+                linestyle=styles.get(n, "-"),
+                label=model,
             )
-        if len(by_model) == 2 and by_model["RFA"][0] == by_model["BiasedRFA"][0]:
-            # Grey shades: the legend's key to the training sizes of both panels.
-            _curve(
-                ax_ratio,
-                by_model["RFA"][0],
-                by_model["BiasedRFA"][1] / by_model["RFA"][1],
-                color=_shade("k", shade),
-                label=f"$n = {size}$",
+    key = ", ".join(
+        f"{_STYLE_NAMES[styles[n]]} $N = {n}$" for n in n_keys if n in styles
+    )
+    ax.set_title(f"{_target_math(target)}\n{key}", fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_xlabel("$n$ (training samples)")
+    ax.set_ylabel("test MSE / Var($y$)")
+    _log_axis(ax, "x", ticks=_sizes(rows))
+    _log_axis(ax, "y")
+
+
+def _plot_mean_scale(ax, rows):
+    """BiasedRFA's error ratio to RFA against mu, a shade per n."""
+    sizes = _sizes(rows)
+    shades = np.linspace(0.4, 1.0, len(sizes)) if len(sizes) > 1 else [1.0]
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="k", linewidth=0.8)
+    for size, shade in zip(sizes, shades, strict=True):
+        sel = sorted(
+            (r for r in rows if r["n_train"] == size), key=lambda r: r["mean_scale"]
+        )
+        mean = np.array([r["ratio_to_rfa_mean"] for r in sel], dtype=float)
+        std = np.array([r["ratio_to_rfa_std"] for r in sel], dtype=float)
+        _curve(
+            ax,
+            [r["mean_scale"] for r in sel],
+            mean,
+            low=np.maximum(mean - std, mean * 0.05),
+            high=mean + std,
+            n_seeds=min(r["n_seeds"] for r in sel),
+            color=_shade(_COLORS["BiasedRFA"], shade),
+            label=f"$n = {size}$",
+        )
+    ax.set_xlabel(r"mean scale $\mu$ (qk_mean_scale; $\mu = 0$ is RFA)")
+    ax.set_ylabel("error BiasedRFA / error RFA")
+    ax.set_title(
+        f"{_target_math(rows[0]['target'])}: below 1, BiasedRFA better\n"
+        "(paired; shade: $n$)",
+        fontsize=9,
+    )
+    ax.grid(True, which="major", alpha=0.3)
+    _log_axis(ax, "y")
+
+
+def _plot_softmax(ax, rows):
+    """RFA with ReLU and with softmax weights, per target at the largest n."""
+    size = max(r["n_train"] for r in rows)
+    sel = [r for r in rows if r["n_train"] == size]
+    x = np.arange(len(sel))
+    ax.set_yscale("log")
+    _reference_lines(ax)
+    for offset, (column, color, label) in zip(
+        (-0.12, 0.12),
+        (
+            ("relu", _COLORS["RFA"], "RFA, ReLU"),
+            ("softmax", "tab:purple", "RFA, softmax"),
+        ),
+        strict=True,
+    ):
+        mean = np.array([r[f"{column}_mean"] for r in sel], dtype=float)
+        std = np.array([r[f"{column}_std"] for r in sel], dtype=float)
+        ax.plot(
+            x + offset,
+            mean,
+            marker="o",
+            markersize=4,
+            linestyle="none",
+            color=color,
+            label=label,
+        )
+        if min(r["n_seeds"] for r in sel) > 1:
+            low = np.maximum(mean - std, mean * 0.05)
+            ax.errorbar(
+                x + offset,
+                mean,
+                yerr=[mean - low, std],
+                fmt="none",
+                ecolor=color,
+                elinewidth=1,
+                capsize=2,
             )
-    for ax in (ax_err, ax_ratio):
-        ax.set_xlabel(r"$\gamma$")
-        _log_axis(ax, "y")
-    ax_err.set_ylabel("test MSE / Var($y$)")
-    ax_ratio.set_ylabel("error BiasedRFA / error RFA")
-    ax_ratio.set_title("ratio of the errors: below 1, BiasedRFA better", fontsize=9)
+    ax.set_xticks(x, [r["target"] for r in sel], rotation=90, fontsize=7)
+    ax.set_ylabel("test MSE / Var($y$)")
+    ax.set_title(f"ReLU against softmax attention, $n = {size}$", fontsize=9)
+    ax.grid(True, which="major", axis="y", alpha=0.3)
+    _log_axis(ax, "y")
 
 
 def _shade(color, amount):
