@@ -146,7 +146,7 @@ def _build_parser():
     demo = sub.add_parser(
         "demo",
         help="quick versions of every reproduction, then the PF00014 contacts "
-        "(about 5 minutes on a busy two-core machine)",
+        "(100 s on two free cores, more on busy ones)",
         description="Run 'reproduce NAME --quick' for every reproduction, print "
         "their summary tables and say where the files went.",
     )
@@ -173,8 +173,8 @@ def _build_parser():
     rep.add_argument(
         "--quick",
         action="store_true",
-        help="reduced settings: from about 15 s (implicit-bias) to 3 minutes "
-        "(rfa) on a busy two-core machine, less on free cores",
+        help="reduced settings: from about 10 s (rfa, implicit-bias) to 30 s "
+        "(mha) on two free cores, more on busy ones",
     )
     rep.add_argument(
         "--out",

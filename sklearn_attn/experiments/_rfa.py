@@ -87,12 +87,13 @@ TABLES = (
 #   the width, not of n), so a threshold of 0.1 would measure the width.
 # * the mean-scale and softmax tables reuse the degree table's fits where they
 #   coincide (mu = 0 is RFA, mu = 1 BiasedRFA's default, ReLU RFA's default):
-#   every distinct curve is fitted once (39 of them, 195 tasks with 5 seeds).
+#   every distinct curve is fitted once (50 of them, 250 tasks with 5 seeds).
 #
-# Run time of ``python -m sklearn_attn reproduce rfa`` on a 2-core machine
-# shared with other work: 127 s at a load average of 3.0 to 3.3, 5 minutes
-# beside a two-worker benchmark (load 3.1 to 3.9); --quick 10 s at 3.0 (5.6 s
-# of it fitting, the rest imports and the figure), 28 s beside the benchmark.
+# Run time of ``python -m sklearn_attn reproduce rfa`` on a 2-core machine:
+# 160 s at a load average of 0.7 to 1.0 with the gamma targets (127 s without
+# them at 3.0 to 3.3, 5 minutes beside a two-worker benchmark at 3.1 to 3.9);
+# --quick 10.6 s at 0.7 (10 s without gamma at 3.0, 5.6 s of it fitting, the
+# rest imports and the figure; 28 s beside the benchmark).
 # Each curve runs on one BLAS thread: at these sizes two threads were twice as
 # slow on two busy cores (5.8 s against 2.9 s for four curves, load average
 # 3.5 to 4.5). The settings before these (fixed penalties, 500 heads, two
@@ -110,6 +111,13 @@ _DEFAULT_CONFIG = {
             "correlation-2",
             "correlation-3",
             "correlation-3-power",
+            # exp(gamma t) of growing gamma: the paper's "natural" correlation
+            # targets, more of their variance at high degree as gamma grows
+            # (about 40 s more on two cores).
+            "gamma-0.5",
+            "gamma-1",
+            "gamma-2",
+            "gamma-3",
         ),
         "train_sizes": (100, 200, 400, 800, 1600, 3200),
         "threshold": 0.25,
@@ -159,7 +167,13 @@ _QUICK_CONFIG = {
     "degree": {
         **_DEFAULT_CONFIG["degree"],
         "n_heads": 100,
-        "targets": ("correlation-1", "correlation-2", "correlation-3"),
+        "targets": (
+            "correlation-1",
+            "correlation-2",
+            "correlation-3",
+            "gamma-1",
+            "gamma-3",
+        ),
         "train_sizes": (100, 200, 400, 800, 1600),
     },
     "keys": {
@@ -630,8 +644,9 @@ def run_rfa(
 
     * **degree**: targets ``mean_i Q_p(t_i)`` of degree ``p`` = 1, 2, 3 (``Q_p``
       the orthogonal polynomial of degree ``p``, so that degree ``p`` is
-      exactly degree ``p``) and ``mean_i t_i**3``; and the smallest ``n`` of
-      the grid reaching an error threshold, per model and degree;
+      exactly degree ``p``), ``mean_i t_i**3`` and ``mean_i exp(gamma t_i)``
+      for several ``gamma``; and the smallest ``n`` of the grid reaching an
+      error threshold, per model and target;
     * **keys**: the degree-1 ``"correlation"`` and ``"value"`` targets for
       several numbers of keys ``N``;
     * **mean_scale**: BiasedRFA's ``qk_mean_scale`` on the degree-2 target,
@@ -655,7 +670,7 @@ def run_rfa(
         Use the reduced settings (fewer targets, heads, sizes and
         repetitions). Measured times are in the reproduction guide.
     n_seeds : int, default=None
-        Number of repetitions; ``None`` uses the setting's default (3, or 2
+        Number of repetitions; ``None`` uses the setting's default (5, or 2
         with ``quick``).
     random_state : int, default=0
         Master seed; all data and weight seeds are derived from it.
@@ -1117,10 +1132,13 @@ def _plot_degree(fig, rows, thresholds, models):
             )
         title = f"{model}, $N = {rows[0]['N']}$"
         if thresholds:
-            title += "\n$n^*$: " + ", ".join(
+            entries = [
                 f"{_target_short(t)} {_short_needed(needed.get((t, model)))}"
                 for t in targets
-            )
+            ]
+            # Three targets a line, so that the titles stay over their panels.
+            lines = [", ".join(entries[i : i + 3]) for i in range(0, len(entries), 3)]
+            title += "\n$n^*$: " + ",\n".join(lines)
         ax.set_title(title, fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
         ax.set_xlabel("$n$ (training samples)")

@@ -48,8 +48,9 @@ class VanillaAttentionPseudoLikelihood(
 ):
     """One layer of vanilla self-attention trained by masked-token prediction.
 
-    The baseline of factored attention (:class:`~sklearn_attn.PottsPseudoLikelihood`): tokens
-    and positions share one representation, ``x_j = E[s_j] + P[j]`` in
+    The baseline of factored attention
+    (:class:`~sklearn_attn.PottsPseudoLikelihood`): tokens and positions share
+    one representation, ``x_j = E[s_j] + P[j]`` in
     ``R^d``; to predict site ``i`` its token is replaced by a learned mask
     embedding, ``x_i = m + P[i]``, and one softmax attention layer with a
     residual connection gives the logits of the ``q`` states,
@@ -156,7 +157,8 @@ class VanillaAttentionPseudoLikelihood(
 
     See Also
     --------
-    sklearn_attn.PottsPseudoLikelihood : Factored self-attention, or the full plmDCA model.
+    sklearn_attn.PottsPseudoLikelihood : Factored self-attention, or the full
+        plmDCA model.
     sklearn_attn.datasets.make_potts_sequences : Samples from a planted model.
 
     Notes
@@ -248,7 +250,9 @@ class VanillaAttentionPseudoLikelihood(
         ----------
         X : array-like of shape (n_samples, n_sites), or aligned text
             Integer state codes or aligned sequences, in any form
-            :meth:`PottsPseudoLikelihood.fit <sklearn_attn.PottsPseudoLikelihood.fit>` accepts. ``X`` is not modified.
+            :meth:`PottsPseudoLikelihood.fit
+            <sklearn_attn.PottsPseudoLikelihood.fit>` accepts. ``X`` is not
+            modified.
         y : None
             Ignored.
         sample_weight : array-like of shape (n_samples,), default=None
