@@ -222,8 +222,10 @@ def default_config(quick=False):
     Examples
     --------
     >>> from sklearn_attn.experiments import default_config
-    >>> default_config()["degree"]["targets"]
+    >>> default_config()["degree"]["targets"][:4]
     ('correlation-1', 'correlation-2', 'correlation-3', 'correlation-3-power')
+    >>> default_config()["degree"]["targets"][4:]
+    ('gamma-0.5', 'gamma-1', 'gamma-2', 'gamma-3')
     >>> default_config(quick=True)["n_seeds"]
     2
     """
