@@ -1103,11 +1103,29 @@ def plot_rfa(tables, path=None):
     return fig
 
 
-def _target_color(target, targets):
+def _target_style(target, targets):
+    """Colour and line style of a target's curves in the degree panels.
+
+    The polynomial targets take the palette in turn (grey for ``t^3``); the
+    ``gamma`` family is dashed, shaded from dark to light as ``gamma`` grows,
+    so that neither family reuses the other's colours.
+    """
     spec = _target_spec(target)
+    if spec["target"] == "gamma":
+        from matplotlib import colormaps
+
+        gammas = sorted(
+            _target_spec(t)["gamma"]
+            for t in targets
+            if _target_spec(t)["target"] == "gamma"
+        )
+        shade = 0.1 + 0.75 * gammas.index(spec["gamma"]) / max(1, len(gammas) - 1)
+        return {"color": colormaps["viridis"](shade), "linestyle": "--"}
     if spec.get("polynomial") == "power":
-        return "0.45"
-    return _TARGET_COLORS[targets.index(target) % len(_TARGET_COLORS)]
+        return {"color": "0.45"}
+    polynomials = [t for t in targets if _target_spec(t)["target"] != "gamma"]
+    index = polynomials.index(target) % len(_TARGET_COLORS)
+    return {"color": _TARGET_COLORS[index]}
 
 
 def _plot_degree(fig, rows, thresholds, models):
@@ -1129,7 +1147,7 @@ def _plot_degree(fig, rows, thresholds, models):
                 low=low,
                 high=high,
                 n_seeds=n_seeds,
-                color=_target_color(target, targets),
+                **_target_style(target, targets),
                 label=_target_math(target),
             )
         title = f"{model}, $N = {rows[0]['N']}$"
