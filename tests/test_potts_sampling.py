@@ -23,6 +23,7 @@ from sklearn_attn.potts._sampling import (
     exact_conditional_entropy,
     exact_distribution,
     gibbs_sample,
+    zero_sum_gauge,
 )
 
 # -- models and slow references -----------------------------------------------------
@@ -613,3 +614,112 @@ def test_exact_functions_need_symmetric_couplings():
 def test_enumerate_states_bad_input(args, error, match):
     with pytest.raises(error, match=match):
         enumerate_states(*args)
+
+
+# -- the zero-sum gauge ----------------------------------------------------------------
+
+
+def _gauge_loop(J, h):
+    """Block by block: remove row and column means, move the row means to h."""
+    L, q = h.shape
+    J0, h0 = np.zeros_like(J), h.astype(float).copy()
+    for i in range(L):
+        for j in range(L):
+            if i == j:
+                continue
+            block = J[i, :, j, :]
+            rows = block.mean(axis=1)
+            cols = block.mean(axis=0)
+            grand = block.mean()
+            for a in range(q):
+                for b in range(q):
+                    J0[i, a, j, b] = block[a, b] - rows[a] - cols[b] + grand
+                h0[i, a] += rows[a] - grand
+    return J0, h0
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_zero_sum_gauge_against_loop_and_keeps_conditionals(
+    symmetric, global_random_seed
+):
+    L, q = 5, 4
+    J, h = _dense_model(L, q, global_random_seed, symmetric=symmetric)
+    J_before, h_before = J.copy(), h.copy()
+    J0, h0 = zero_sum_gauge(J, h)
+    # The inputs are not modified.
+    assert_array_equal(J, J_before)
+    assert_array_equal(h, h_before)
+    J_loop, h_loop = _gauge_loop(J, h)
+    # Sums of O(q) terms of unit size: a few ulps.
+    assert_allclose(J0, J_loop, rtol=0, atol=1e-13)
+    assert_allclose(h0, h_loop, rtol=0, atol=1e-13)
+    # Every block sums to zero along its rows and columns; diagonal stays zero.
+    assert_allclose(J0.sum(axis=1), 0.0, atol=1e-13)
+    assert_allclose(J0.sum(axis=3), 0.0, atol=1e-13)
+    assert_array_equal(J0[np.arange(L), :, np.arange(L), :], 0.0)
+    if symmetric:
+        assert_allclose(J0, J0.transpose(2, 3, 0, 1), rtol=0, atol=1e-13)
+    # Same conditionals at any inverse temperature (log-probabilities of unit
+    # size, computed from sums of L terms: 1e-12 is hundreds of ulps).
+    rng = np.random.default_rng(global_random_seed)
+    codes = rng.integers(0, q, size=(50, L))
+    beta = rng.uniform(0.1, 3.0)
+    assert_allclose(
+        conditional_log_probs(codes, J0, h0, beta),
+        conditional_log_probs(codes, J, h, beta),
+        rtol=0,
+        atol=1e-12,
+    )
+    # Idempotent.
+    J1, h1 = zero_sum_gauge(J0, h0)
+    assert_allclose(J1, J0, rtol=0, atol=1e-13)
+    assert_allclose(h1, h0, rtol=0, atol=1e-13)
+
+
+def test_zero_sum_gauge_defaults_and_dtypes():
+    J, h = _dense_model(3, 2, 0)
+    J0, h0 = zero_sum_gauge(J)
+    J1, h1 = zero_sum_gauge(J, np.zeros((3, 2)))
+    assert_array_equal(J0, J1)
+    assert_array_equal(h0, h1)
+    J32, h32 = zero_sum_gauge(J.astype(np.float32), h.astype(np.float32))
+    assert J32.dtype == h32.dtype == np.float64
+    # Integer couplings are real numbers too.
+    Ji = np.zeros((2, 2, 2, 2), dtype=int)
+    Ji[0, :, 1, :] = Ji[1, :, 0, :] = [[2, 0], [0, 0]]
+    assert_allclose(zero_sum_gauge(Ji)[1], [[0.5, -0.5], [0.5, -0.5]])
+
+
+def test_fitted_couplings_are_in_the_zero_sum_gauge(global_random_seed):
+    """PottsPseudoLikelihood reports its couplings in this gauge already."""
+    from sklearn_attn import PottsPseudoLikelihood
+
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.integers(0, 3, size=(60, 4))
+    model = PottsPseudoLikelihood("full", alphabet="ABC").fit(X)
+    J0, h0 = zero_sum_gauge(model.couplings_, model.fields_)
+    scale = np.abs(model.couplings_).max() + np.abs(model.fields_).max()
+    assert_allclose(J0, model.couplings_, rtol=0, atol=1e-12 * scale)
+    assert_allclose(h0, model.fields_, rtol=0, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize(
+    "args, error, match",
+    [
+        (
+            (np.zeros((2, 2, 2)),),
+            ValueError,
+            r"couplings must have shape \(L, q, L, q\)",
+        ),
+        ((np.zeros((2, 2, 3, 2)),), ValueError, "couplings must have shape"),
+        ((np.zeros((0, 2, 0, 2)),), ValueError, "at least one site and one state"),
+        ((np.zeros((2, 2, 2, 2)), np.zeros((2, 3))), ValueError, "fields must have"),
+        ((np.full((2, 2, 2, 2), np.nan),), ValueError, "NaN or infinity"),
+        ((np.zeros((2, 2, 2, 2)), np.full((2, 2), np.inf)), ValueError, "fields"),
+        ((np.ones((2, 2, 2, 2)),), ValueError, "zero diagonal blocks"),
+        ((np.full((2, 2, 2, 2), "a"),), TypeError, "couplings"),
+    ],
+)
+def test_zero_sum_gauge_bad_input(args, error, match):
+    with pytest.raises(error, match=match):
+        zero_sum_gauge(*args)

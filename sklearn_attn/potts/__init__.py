@@ -34,6 +34,7 @@ from ._sampling import (
     exact_conditional_entropy,
     exact_distribution,
     gibbs_sample,
+    zero_sum_gauge,
 )
 from ._vanilla_estimator import VanillaAttentionPseudoLikelihood
 
@@ -59,4 +60,5 @@ __all__ = [
     "write_contacts",
     "write_couplings",
     "write_ec",
+    "zero_sum_gauge",
 ]

@@ -38,10 +38,12 @@ from .._backend import (
 )
 from .._validation import check_int as _check_int
 from ._model import log_conditionals, one_hot
+from ._model import zero_sum_gauge as _zero_sum_gauge
 
 __all__ = [
     "gibbs_sample",
     "conditional_log_probs",
+    "zero_sum_gauge",
     "enumerate_states",
     "exact_distribution",
     "exact_conditional_entropy",
@@ -525,6 +527,77 @@ def conditional_log_probs(codes, couplings, fields, beta=1.0, *, device=None):
             xp,
         )
         return to_output(log_probs, device)
+
+
+def zero_sum_gauge(couplings, fields=None):
+    """The same conditionals with couplings in the zero-sum gauge.
+
+    Adding to ``J[i, a, j, b]`` a function of ``b`` alone does not change the
+    conditional of site ``i``, and a function of ``a`` alone can move into
+    the field ``h[i, a]``: the couplings are defined up to such a gauge. The
+    zero-sum gauge removes from every block its row and column means (and
+    adds back its grand mean), so that each row and each column of every
+    ``q x q`` block sums to zero, and moves the row means into the fields.
+    It is the gauge of the ``couplings_`` and ``fields_`` of
+    :class:`~sklearn_attn.PottsPseudoLikelihood`, the one in which couplings
+    of different fits (or a fit and the truth) compare entry by entry.
+
+    Parameters
+    ----------
+    couplings : array-like of shape (L, q, L, q)
+        Couplings with zero diagonal blocks; need not be symmetric.
+    fields : array-like of shape (L, q), default=None
+        The fields; ``None`` means zero fields.
+
+    Returns
+    -------
+    couplings : ndarray of shape (L, q, L, q)
+        float64, every block with zero row and column sums, zero diagonal
+        blocks, symmetric when ``couplings`` is.
+    fields : ndarray of shape (L, q)
+        float64, the fields that keep every conditional
+        ``p(s_i = a | s_-i)`` (see :func:`conditional_log_probs`) unchanged,
+        at every inverse temperature. Their constant shift per site (which
+        the conditionals ignore) is left as it falls.
+
+    Raises
+    ------
+    ValueError
+        For shapes other than ``(L, q, L, q)`` and ``(L, q)``, no site or no
+        state, NaN or infinity, or non-zero diagonal blocks.
+    TypeError
+        For values that are not real numbers.
+
+    See Also
+    --------
+    frobenius_scores : Contact scores, optionally in this gauge.
+
+    Notes
+    -----
+    The inputs are not modified. Applying the function twice gives the same
+    result as once (up to rounding).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_attn.potts import zero_sum_gauge
+    >>> J = np.zeros((2, 2, 2, 2))
+    >>> J[0, :, 1, :] = J[1, :, 0, :] = [[2.0, 0.0], [0.0, 0.0]]
+    >>> J0, h0 = zero_sum_gauge(J)
+    >>> J0[0, :, 1, :]
+    array([[ 0.5, -0.5],
+           [-0.5,  0.5]])
+    >>> h0
+    array([[ 0.5, -0.5],
+           [ 0.5, -0.5]])
+    """
+    if fields is None:
+        J, _ = _check_model(couplings, np.zeros(np.shape(couplings)[:2]))
+        h = np.zeros(J.shape[:2])
+    else:
+        J, h = _check_model(couplings, fields)
+    # Fresh float64 arrays: the core computes new ones from these.
+    return _zero_sum_gauge(J.astype(np.float64), h.astype(np.float64))
 
 
 def enumerate_states(n_sites, n_states):
