@@ -338,7 +338,10 @@ def eigh(matrix, device: Device):
         # LAPACK's tridiagonal reduction is half level-2 BLAS, whose threads
         # synchronise at every step: with OpenBLAS's spinning threads and one
         # other busy process on two cores, n = 500 took 1.1 s on two threads
-        # against 0.12 s on one (benchmarks/bench_eigh_threads.py).
+        # against 0.12 s on one (benchmarks/bench_eigh_threads.py). On idle
+        # cores two threads win from n = 1024 (1.5 to 1.7 times faster up to
+        # 2048, results/eigh_threads_idle.json): the threshold accepts that
+        # for the 2 to 40 times it saves on busy ones (eigh_threads.json).
         n_threads = 1 if matrix.shape[0] <= _EIGH_SERIAL_SIZE else None
         with _blas_controller().limit(limits=n_threads):
             return scipy.linalg.eigh(
