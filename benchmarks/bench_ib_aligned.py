@@ -64,20 +64,20 @@ from sklearn_attn.experiments._implicit_bias import (  # noqa: E402
     _format_aligned,
     _summary,
     _train,
+    default_implicit_bias_config,
 )
 
-# The reproduction's full-matrix sizes and settings
-# (sklearn_attn/experiments/_implicit_bias.py, _DEFAULT_CONFIG).
+# The reproduction's full-matrix sizes and training settings, with more
+# seeds and every start at both scales.
+_REPRODUCTION = default_implicit_bias_config()
 _DEFAULT_CONFIG = {
+    **{
+        key: _REPRODUCTION[key]
+        for key in ("full", "loss", "optimizer", "learning_rate", "n_iter", "n_starts")
+    },
     "n_seeds": 24,
-    "full": {"n_samples": 6, "n_tokens": 4, "dim": 8},
-    "loss": "exponential",
-    "optimizer": "relative_gd",
-    "learning_rate": 0.01,
-    "n_iter": 80000,
     # 1e-2: the reproduction's; 1.0: a start that training does not forget.
-    "init_scales": (1e-2, 1.0),
-    "n_starts": 6,
+    "init_scales": _REPRODUCTION["aligned"]["init_scales"],
     "inits": tuple(INITS),
 }
 _QUICK_CONFIG = {

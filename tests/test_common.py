@@ -18,6 +18,14 @@ ESTIMATORS = [
     RandomFeatureAttentionRegressor(n_heads=50, token_dim=1, random_state=0),
     BiasedRFA(n_heads=50, token_dim=1, random_state=0),
     RFMLP(n_features=100, random_state=0),
+    # Softmax attention weights (BiasedRFA differs from the regressor only by
+    # the drawn weights: left out).
+    AttentionRandomFeatures(
+        n_heads=20, activation="softmax", token_dim=1, random_state=0
+    ),
+    RandomFeatureAttentionRegressor(
+        n_heads=50, activation="softmax", token_dim=1, random_state=0
+    ),
 ]
 
 

@@ -23,7 +23,6 @@ from scipy.special import softmax
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.linear_model import Ridge
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_attn import (
     AttentionRandomFeatures,
@@ -364,33 +363,3 @@ def test_learns_a_value_target(global_random_seed):
         errors[target] = np.mean((model.predict(X_test) - y_test) ** 2) / y_test.var()
     assert errors["value"] < 0.5
     assert errors["correlation"] > 0.9
-
-
-# scikit-learn's estimator checks with softmax weights (as tests/test_common.py
-# runs them with the ReLU defaults; token_dim=1 reads each column as a token).
-# BiasedRFA differs from the regressor only by the drawn weights: left out.
-SOFTMAX_ESTIMATORS = [
-    AttentionRandomFeatures(
-        n_heads=20, activation="softmax", token_dim=1, random_state=0
-    ),
-    RandomFeatureAttentionRegressor(
-        n_heads=50, activation="softmax", token_dim=1, random_state=0
-    ),
-]
-
-
-def _expected_failures(estimator):
-    if isinstance(estimator, RandomFeatureAttentionRegressor):
-        return {
-            "check_regressors_train": (
-                "attention predictions are invariant to permuting the keys (all "
-                "columns but the first with token_dim=1); the check's target is a "
-                "linear function of one column, which such a model cannot fit"
-            ),
-        }
-    return {}
-
-
-@parametrize_with_checks(SOFTMAX_ESTIMATORS, expected_failed_checks=_expected_failures)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

@@ -592,12 +592,10 @@ def zero_sum_gauge(couplings, fields=None):
            [ 0.5, -0.5]])
     """
     if fields is None:
-        J, _ = _check_model(couplings, np.zeros(np.shape(couplings)[:2]))
-        h = np.zeros(J.shape[:2])
-    else:
-        J, h = _check_model(couplings, fields)
-    # Fresh float64 arrays: the core computes new ones from these.
-    return _zero_sum_gauge(J.astype(np.float64), h.astype(np.float64))
+        fields = np.zeros(np.shape(couplings)[:2])
+    J, h = _check_model(couplings, fields)
+    # J and h are float64 and may be the user's arrays: the core only reads them.
+    return _zero_sum_gauge(J, h)
 
 
 def enumerate_states(n_sites, n_states):
