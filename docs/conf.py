@@ -19,8 +19,10 @@ import os
 import re
 import sys
 
-# Make the package importable when the docs are built from a source checkout.
+# Make the package importable when the docs are built from a source checkout,
+# and the local extensions of _ext/.
 sys.path.insert(0, os.path.abspath(".."))
+sys.path.insert(0, os.path.abspath("_ext"))
 
 import sklearn_attn  # noqa: E402
 
@@ -42,6 +44,8 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     # A packaged copy of MathJax 3, copied into _static/mathjax of the built site.
     "sphinx-mathjax-offline",
+    # :measured:`FILE...:VALUE:SPEC`, a number read from benchmarks/results/.
+    "measured",
 ]
 
 templates_path = ["_templates"]

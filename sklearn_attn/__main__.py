@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -204,6 +205,12 @@ def _build_parser():
         help="joblib workers over the reproduction's fits (default: None, one "
         "after another)",
     )
+    rep.add_argument(
+        "--run-json",
+        action="store_true",
+        help="also write DIR/run.json: the command, its wall time, the load "
+        "average before and after, the library versions, the platform and the date",
+    )
     _add_scheduler_option(rep)
     add_contacts_parser(sub)
     return parser
@@ -277,7 +284,8 @@ def main(argv=None):
         exit through :class:`SystemExit` (status 2), as with any argparse
         program.
     """
-    args = _build_parser().parse_args(None if argv is None else [str(a) for a in argv])
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = _build_parser().parse_args(argv)
     if args.command == "contacts":
         return _run_contacts(args)
     out_dir = os.path.abspath(args.out)
@@ -298,6 +306,11 @@ def main(argv=None):
                 _run(
                     args.name,
                     out_dir,
+                    run_json=(
+                        shlex.join(["python", "-m", "sklearn_attn", *argv])
+                        if args.run_json
+                        else None
+                    ),
                     quick=args.quick,
                     n_seeds=args.seeds,
                     random_state=args.random_state,
@@ -353,16 +366,65 @@ def _demo_contacts(out_dir):
     return status
 
 
-def _run(name, out_dir, **options):
+def _load_average():
+    return [round(load, 2) for load in os.getloadavg()]
+
+
+def _write_run_json(path, *, command, files, seconds, load_before):
+    """How a committed table was made, so that it can be made again and compared."""
+    import platform
+
+    import numpy
+    import scipy
+    import sklearn
+
+    from . import __version__
+
+    record = {
+        "command": command,
+        "tables": sorted(os.path.basename(f) for f in files if f.endswith(".csv")),
+        "wall_seconds": round(seconds, 1),
+        "load_average_1_5_15_before": load_before,
+        "load_average_1_5_15_after": _load_average(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "sklearn": sklearn.__version__,
+        "sklearn_attn": __version__,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2)
+        handle.write("\n")
+    return path
+
+
+def _run(name, out_dir, run_json=None, **options):
+    """Run one reproduction; ``run_json`` is the command line to record in
+    ``out_dir/run.json`` (None: no record)."""
+    load_before = _load_average()
     start = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
     summary, written, notes = REPRODUCTIONS[name](out_dir, **options)
+    seconds = time.perf_counter() - start
+    if run_json is not None:
+        written.append(
+            _write_run_json(
+                os.path.join(out_dir, "run.json"),
+                command=run_json,
+                files=written,
+                seconds=seconds,
+                load_before=load_before,
+            )
+        )
     print(summary)
     print()
     for note in notes:
         print(note)
     quick = " --quick" if options["quick"] else ""
-    print(f"reproduce {name}{quick} took {time.perf_counter() - start:.0f} s; wrote:")
+    print(f"reproduce {name}{quick} took {seconds:.0f} s; wrote:")
     for path in written:
         print(f"  {path}")
     print()

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import runpy
+import shlex
 import sys
 from pathlib import Path
 
@@ -519,6 +520,45 @@ def test_reproduce_rfa_writes_every_table(tmp_path, monkeypatch, capsys):
     assert "Degree table" in captured.out and "Softmax inverse" in captured.out
     if HAS_MATPLOTLIB:
         assert (tmp_path / "rfa.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_json_records_how_the_tables_were_made(tmp_path, monkeypatch, capsys):
+    """``--run-json``: the command, the tables, the time, load and versions."""
+    import platform
+
+    import scipy
+    import sklearn
+
+    def fake_rfa(out_dir, *, quick, n_seeds, random_state, n_jobs):
+        assert (quick, n_seeds, random_state, n_jobs) == (False, 2, 3, None)
+        written = [write_csv([{"a": 1}], os.path.join(out_dir, "rfa_x.csv"))]
+        Path(out_dir, "rfa.png").write_bytes(b"")
+        return "summary", written + [os.path.join(out_dir, "rfa.png")], []
+
+    monkeypatch.setitem(REPRODUCTIONS, "rfa", fake_rfa)
+    argv = ["reproduce", "rfa", "--out", str(tmp_path), "--seeds", "2"]
+    assert main(argv + ["--random-state", "3"]) == 0
+    assert not (tmp_path / "run.json").exists()
+
+    assert main(argv + ["--random-state", "3", "--run-json"]) == 0
+    assert str(tmp_path / "run.json") in capsys.readouterr().out
+    record = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
+    assert record["command"] == (
+        f"python -m sklearn_attn reproduce rfa --out {shlex.quote(str(tmp_path))} "
+        "--seeds 2 --random-state 3 --run-json"
+    )
+    assert record["tables"] == ["rfa_x.csv"]  # the figure is not a table
+    assert 0 <= record["wall_seconds"] < 60
+    for key in ("load_average_1_5_15_before", "load_average_1_5_15_after"):
+        assert len(record[key]) == 3 and min(record[key]) >= 0
+    assert record["python"] == platform.python_version()
+    assert (record["numpy"], record["scipy"], record["sklearn"]) == (
+        np.__version__,
+        scipy.__version__,
+        sklearn.__version__,
+    )
+    assert record["platform"] == platform.platform()
+    assert record["date"][:4].isdigit() and "T" in record["date"]
 
 
 def test_write_csv_blank_cells(tmp_path):
