@@ -1,10 +1,14 @@
 """Extreme but finite inputs, misnamed errors, warnings at the caller's line.
 
-The random-feature maps and kernels are positively homogeneous, so rescaling by a
-power of two is exact: a fit on ``2^k X`` must equal the fit on ``X`` with the
-penalty moved by the same power, bit for bit up to the solver's own rounding. Where
-the exact result is not representable the estimators raise a ``ValueError`` that
-says which input is out of range; they never return NaN or collapse silently.
+Without their constants the random-feature maps and kernels are positively
+homogeneous, so rescaling by a power of two is exact: a fit on ``2^k X`` must equal
+the fit on ``X`` with the penalty moved by the same power, bit for bit up to the
+solver's own rounding. With the constant 1 in the attention scores (``qk_bias``, the
+default) they are homogeneous in the tokens with their constants, ``[x; 1]``: at
+``2^k X`` the reference is the unit-scale computation with every 1 replaced by
+``2^-k``. Where the exact result is not representable the estimators raise a
+``ValueError`` that says which input is out of range; they never return NaN or
+collapse silently.
 """
 
 import warnings
@@ -32,9 +36,10 @@ from sklearn_attn.datasets import make_attention_layer_regression, make_token_re
 
 # Homogeneous models (no constant features) and the degree of their features in
 # X: relu(<x_0, W x_i>) x_i is of degree 3, relu(<w, x>) of degree 1.
+_HOMOGENEOUS = dict(qk_bias=False, value_bias=False, random_state=0)
 REGRESSORS = [
-    (RandomFeatureAttentionRegressor(n_heads=30, value_bias=False, random_state=0), 3),
-    (BiasedRFA(n_heads=30, value_bias=False, random_state=0), 3),
+    (RandomFeatureAttentionRegressor(n_heads=30, **_HOMOGENEOUS), 3),
+    (BiasedRFA(n_heads=30, **_HOMOGENEOUS), 3),
     (RFMLP(n_features=60, random_state=0), 1),
 ]
 
@@ -84,7 +89,9 @@ def _explicit_features(model, X, k):
         W = model.weights_
         pre = X.reshape(len(X), -1) @ W[:, :-1].T + np.ldexp(W[:, -1], -k)
         return np.maximum(pre, 0) / np.sqrt(len(W))
-    transformer = AttentionRandomFeatures(n_heads=model.n_heads, random_state=0)
+    transformer = AttentionRandomFeatures(
+        n_heads=model.n_heads, qk_bias=False, random_state=0
+    )
     features = transformer.fit(X).transform(X)
     d = X.shape[2]
     features[:, d :: d + 1] = np.ldexp(features[:, d :: d + 1], -k)  # bias columns
@@ -94,7 +101,7 @@ def _explicit_features(model, X, k):
 @pytest.mark.parametrize(
     "estimator, degree",
     [
-        (RandomFeatureAttentionRegressor(n_heads=30, random_state=0), 3),
+        (RandomFeatureAttentionRegressor(n_heads=30, qk_bias=False, random_state=0), 3),
         (RFMLP(n_features=60, bias=True, random_state=0), 1),
     ],
 )
@@ -112,6 +119,39 @@ def test_constant_features_at_extreme_scales_match_ridge(estimator, degree, k, d
         _explicit_features(model, X, k), y
     )
     expected = ridge.predict(_explicit_features(model, X_test, k))
+    assert_allclose(model.predict(np.ldexp(X_test, k)), expected, rtol=1e-7)
+
+
+def _qk_bias_features(X, W, constant):
+    """(1/(N sqrt(M))) sum_i relu(<[x_0; c], W_m [x_i; c]>) [x_i; c], in NumPy."""
+    ones = np.full(X.shape[:2] + (1,), constant)
+    tokens = np.concatenate([X, ones], axis=2)
+    scores = np.einsum("nd,mde,nie->nmi", tokens[:, 0], W, tokens[:, 1:])
+    features = np.einsum("nmi,nip->nmp", np.maximum(scores, 0), tokens[:, 1:])
+    return features.reshape(len(X), -1) / (X.shape[1] - 1) / np.sqrt(len(W))
+
+
+@pytest.mark.parametrize("Estimator", [RandomFeatureAttentionRegressor, BiasedRFA])
+@pytest.mark.parametrize("k", [40, 100, 300, -30, -300])
+def test_qk_bias_fits_at_extreme_scales_match_ridge(Estimator, k, data):
+    """With the constant in the scores the map is homogeneous of degree 3 in
+    ``[x; 1]``: a fit on 2^k X (k > 0) is ridge on the features of X with every
+    constant 2^-k and alpha / 2^(6k), which keeps the Gram matrix in range at
+    k = 300 (features near 2^900). Tiny tokens (k < 0) need no rescaling: the
+    constant keeps the scores moderate, and the reference is ridge on the
+    features of 2^k X themselves. Both references are explicit NumPy features
+    under scikit-learn's Ridge; 1e-7 allows for the two solvers' rounding."""
+    X, y, X_test = data
+    alpha = 1e-2
+    model = Estimator(n_heads=30, alpha=alpha, random_state=0)
+    model.fit(np.ldexp(X, k), y)
+    W = model.qk_weights_
+    if k > 0:
+        train, test = (_qk_bias_features(A, W, 2.0**-k) for A in (X, X_test))
+        alpha = np.ldexp(alpha, -6 * k)
+    else:
+        train, test = (_qk_bias_features(np.ldexp(A, k), W, 1.0) for A in (X, X_test))
+    expected = Ridge(alpha=alpha, solver="svd").fit(train, y).predict(test)
     assert_allclose(model.predict(np.ldexp(X_test, k)), expected, rtol=1e-7)
 
 
@@ -145,7 +185,9 @@ def test_unit_scale_fits_are_unchanged_by_the_rescaling_path(data):
         # A fixed penalty against the kernel of tiny tokens ("auto" follows
         # the features' scale and cannot be out of range).
         (
-            RandomFeatureAttentionRegressor(n_heads=20, alpha=1e-3, random_state=0),
+            RandomFeatureAttentionRegressor(
+                n_heads=20, alpha=1e-3, qk_bias=False, random_state=0
+            ),
             1e-100,
             "1e300",
         ),
@@ -212,7 +254,7 @@ def test_float32_extreme_inputs_fit_exactly_and_transform_raises(data):
 @pytest.mark.parametrize(
     "transformer, degree",
     [
-        (AttentionRandomFeatures(n_heads=7, value_bias=False, random_state=0), 3),
+        (AttentionRandomFeatures(n_heads=7, **_HOMOGENEOUS), 3),
         (MLPRandomFeatures(n_features=7, random_state=0), 1),
     ],
 )
@@ -226,6 +268,27 @@ def test_transform_is_exact_row_by_row(transformer, degree, data):
     features = transformer.transform(np.ldexp(X_test, k[:, None, None]))
     expected = np.ldexp(transformer.transform(X_test), degree * k[:, None])
     assert_array_equal(features, expected)
+
+
+def test_qk_bias_transform_is_exact_row_by_row(data):
+    """With the constant in the scores, rows at 2^-200, 1 and 2^200 in one
+    call: a large row's features are 2^600 times those of the unit row with
+    the constants 2^-200, a tiny row's those of the row itself (no rescaling),
+    whatever the other rows hold; the explicit NumPy features are the
+    reference, to rounding (1e-12 of the row's largest feature)."""
+    X, _, X_test = data
+    transformer = AttentionRandomFeatures(n_heads=7, random_state=0).fit(X)
+    W = transformer.qk_weights_
+    k = np.array([-200, 0, 200] * 7)[: len(X_test)]
+    features = transformer.transform(np.ldexp(X_test, k[:, None, None]))
+    for row, e in enumerate(k):
+        x = X_test[row : row + 1]
+        if e > 0:
+            expected = np.ldexp(_qk_bias_features(x, W, 2.0**-e), 3 * e)
+        else:
+            expected = _qk_bias_features(np.ldexp(x, e), W, 1.0)
+        scale = np.abs(expected).max()
+        assert_allclose(features[row], expected[0], rtol=1e-12, atol=1e-12 * scale)
 
 
 def test_predictions_that_overflow_raise(data):
@@ -255,14 +318,107 @@ def _bias_parts(kernel, X, Y, **kwargs):
 @pytest.mark.parametrize("kernel", [rfa_kernel, brfa_kernel])
 @pytest.mark.parametrize("a, b", [(100, 0), (-100, 40), (-150, -150), (90, 60)])
 def test_attention_kernels_are_exact_at_extreme_scales(kernel, a, b, data):
-    """K(2^a X, 2^b Y) = 2^(3(a+b)) K_0(X, Y) + 2^(2(a+b)) B(X, Y), with K_0 the
-    kernel without value bias and B the bias part, computed at unit scale."""
+    """Without the constant in the scores, K(2^a X, 2^b Y) = 2^(3(a+b)) K_0(X, Y)
+    + 2^(2(a+b)) B(X, Y), with K_0 the kernel without value bias and B the
+    bias part, computed at unit scale."""
     X, _, Y = data
-    homogeneous, bias = _bias_parts(kernel, X[:5], Y[:4])
-    K = kernel(np.ldexp(X[:5], a), np.ldexp(Y[:4], b))
+    homogeneous, bias = _bias_parts(kernel, X[:5], Y[:4], qk_bias=False)
+    K = kernel(np.ldexp(X[:5], a), np.ldexp(Y[:4], b), qk_bias=False)
     expected = np.ldexp(homogeneous, 3 * (a + b)) + np.ldexp(bias, 2 * (a + b))
     assert np.isfinite(K).all()
     assert_allclose(K, expected, rtol=1e-10, atol=1e-300)
+
+
+def _mp_relu_moment(m1, m2, s1, s2, rho):
+    """E[relu(U) relu(U')] for jointly Gaussian (U, U') by one quadrature:
+    given Z, U = m1 + s1 Z and U' is normal with mean m2 + s2 rho Z and std
+    s2 sqrt(1 - rho^2), whose E[relu] is s pdf(m / s) + m cdf(m / s)."""
+    mp = pytest.importorskip("mpmath").mp
+    r = mp.sqrt(1 - rho**2)
+
+    def integrand(z):
+        mean, std = m2 + s2 * rho * z, s2 * r
+        inner = std * mp.npdf(mean / std) + mean * mp.ncdf(mean / std)
+        return (m1 + s1 * z) * inner * mp.npdf(z)
+
+    return mp.quad(integrand, [-m1 / s1, mp.inf])
+
+
+def _mp_attention_kernel(X, Y, mu):
+    """The attention kernel with qk_bias and value_bias in 20-digit arithmetic
+    (mpmath numbers, whose range has no limit), on the exact binary values of
+    X and Y (no rescaling), by its definition: the covariance
+    s^2 <x~_0, y~_0> <x~_i, y~_j>, s^2 = 1/d, the mean mu <x_0, x_i>.
+
+    Returns the kernel (as floats) and ``B`` with ``|K(x, y)| <= B(x) B(y)``:
+    ``B(x) = (1/N) sum_i ||[x_i; 1]|| sqrt(m_i^2 + s_i^2)`` (Cauchy-Schwarz,
+    ``E[relu(U)^2] <= E[U^2]``), the scale of the terms even where K ~ 0.
+    """
+    mpmath = pytest.importorskip("mpmath")
+    mp = mpmath.mp
+    d = X.shape[2]
+    s2 = mp.mpf(1) / d
+
+    def tokens(A):
+        return [[[mp.mpf(float(v)) for v in t] + [mp.mpf(1)] for t in a] for a in A]
+
+    def dot(u, v, n=None):
+        return mp.fsum(a * b for a, b in zip(u[:n], v[:n], strict=True))
+
+    def std(x, i):
+        return mp.sqrt(s2 * dot(x[0], x[0]) * dot(x[i], x[i]))
+
+    def entry(x, y):
+        total = mp.mpf(0)
+        for i in range(1, len(x)):
+            for j in range(1, len(y)):
+                sx, sy = std(x, i), std(y, j)
+                rho = s2 * dot(x[0], y[0]) * dot(x[i], y[j]) / (sx * sy)
+                rho = max(-1, min(1, rho))
+                if mu == 0:
+                    arccos = mp.sqrt(1 - rho**2) + (mp.pi - mp.acos(rho)) * rho
+                    pair = sx * sy * arccos / (2 * mp.pi)
+                else:
+                    m1, m2 = mu * dot(x[0], x[i], d), mu * dot(y[0], y[j], d)
+                    pair = _mp_relu_moment(m1, m2, sx, sy, rho)
+                total += (dot(x[i], y[j], d) + 1) * pair
+        return total / ((len(x) - 1) * (len(y) - 1))
+
+    def bound(x):
+        terms = (
+            mp.sqrt(dot(x[i], x[i], d) + 1)
+            * mp.sqrt((mu * dot(x[0], x[i], d)) ** 2 + std(x, i) ** 2)
+            for i in range(1, len(x))
+        )
+        return mp.fsum(terms) / (len(x) - 1)
+
+    with mpmath.workdps(20):
+        X, Y = tokens(X), tokens(Y)
+        K = np.array([[float(entry(x, y)) for y in Y] for x in X])
+        scale = float(max(bound(x) for x in X) * max(bound(y) for y in Y))
+    return K, scale
+
+
+@pytest.mark.parametrize("kernel, mu", [(rfa_kernel, 0.0), (brfa_kernel, 1.0)])
+@pytest.mark.parametrize(
+    "a, b", [(100, 0), (-100, 40), (-150, -150), (300, 0), (-600, -600)]
+)
+def test_qk_bias_kernels_match_extended_precision_at_extreme_scales(
+    kernel, mu, a, b, data
+):
+    """With the constant in the scores the kernels are not homogeneous; at any
+    scale they equal the definition evaluated in 20-digit arithmetic (mpmath)
+    on the same binary values, to 1e-10 of the scale of the terms (a bound on
+    |K| computed there too, beyond float64's range for K(x, x) at 2^300). At
+    2^100 the constants are 2^-100 of the tokens and drop out of the
+    pre-activations; at 2^-600 the tokens drop out of them and the kernel is
+    the constant's."""
+    X, _, Y = data
+    X, Y = np.ldexp(X[:2], a), np.ldexp(Y[:2], b)
+    K = kernel(X, Y)
+    expected, scale = _mp_attention_kernel(X, Y, mu)
+    assert np.isfinite(K).all()
+    assert_allclose(K, expected, rtol=1e-10, atol=1e-10 * scale)
 
 
 @pytest.mark.parametrize("a, b", [(900, 0), (-900, 100), (500, 500)])
@@ -382,7 +538,7 @@ def test_device_fake_keeps_extreme_scales_exact(cupy, data):
     (the arithmetic is the same up to powers of two)."""
     X, y, X_test = data
     model = RandomFeatureAttentionRegressor(
-        n_heads=20, value_bias=False, alpha=1e-2, random_state=0, device="cuda"
+        n_heads=20, alpha=1e-2, device="cuda", **_HOMOGENEOUS
     )
     scaled = model.fit(np.ldexp(X, 100), y).predict(np.ldexp(X_test, 100))
     model.set_params(alpha=np.ldexp(1e-2, -600))
@@ -461,7 +617,7 @@ def test_float32_features_that_would_be_subnormal_raise(data):
     """Tokens of 1e-14 in float32: their cubes (1e-42) are float32 subnormals,
     of few significant bits; transform says so instead of returning them."""
     X, _, _ = data
-    transformer = AttentionRandomFeatures(n_heads=5, value_bias=False, random_state=0)
+    transformer = AttentionRandomFeatures(n_heads=5, **_HOMOGENEOUS)
     transformer.fit(X)
     with pytest.raises(ValueError, match="underflow"):
         transformer.transform((X * 1e-14).astype(np.float32))

@@ -53,57 +53,76 @@ def _mc_gram(features, draw, n_draws, rng, batch=20_000):
     return mean, np.sqrt(var / n_draws)
 
 
-def _attention_features(X, value_bias):
-    """phi_W(X) = (1/N) sum_i relu(<x_0, W x_i>) [x_i; 1], one row per draw."""
+def _attention_features(X, value_bias, qk_bias):
+    """phi_W(X) = (1/N) sum_i relu(<x~_0, W x~_i>) [x_i; 1], one row per draw,
+    with x~ = [x; 1] (``qk_bias``) or x."""
     keys = X[:, 1:]
-    if value_bias:
-        values = np.concatenate([keys, np.ones(keys.shape[:2] + (1,))], axis=2)
-    else:
-        values = keys
+    ones = np.ones(keys.shape[:2] + (1,))
+    values = np.concatenate([keys, ones], axis=2) if value_bias else keys
+    query, score_keys = X[:, 0], keys
+    if qk_bias:
+        query = np.hstack([query, np.ones((len(X), 1))])
+        score_keys = np.concatenate([keys, ones], axis=2)
 
     def features(W):
-        scores = np.maximum(np.einsum("nd,bde,nie->bni", X[:, 0], W, keys), 0)
+        scores = np.maximum(np.einsum("nd,bde,nie->bni", query, W, score_keys), 0)
         return np.einsum("bni,nip->bnp", scores, values) / keys.shape[1]
 
     return features
 
 
+def _qk_draws(d, qk_bias, mu, s):
+    """Draws of W = mu I (on the d x d block) + s G, G of (d + qk_bias)^2 entries."""
+    size = d + int(qk_bias)
+    mean = np.zeros((size, size))
+    mean[:d, :d] = mu * np.eye(d)
+    return lambda rng, b: mean + s * rng.standard_normal((b, size, size))
+
+
 # 200,000 draws of the weights for new random tokens; the closed form must lie
 # within _N_SE standard errors of the estimate, entry by entry (worst of seeds
-# 0-99 over the 14 parametrisations below: 3.8). The absolute 1e-12 only guards
+# 0-99 over the 28 parametrisations below: 3.8). The absolute 1e-12 only guards
 # entries whose standard error is zero.
 _N_DRAWS = 200_000
 
 
+@pytest.mark.parametrize("qk_bias", [True, False])
 @pytest.mark.parametrize("value_bias", [True, False])
 @pytest.mark.parametrize("qk_std", [None, 0.7])
-def test_rfa_kernel_matches_monte_carlo(value_bias, qk_std, global_random_seed):
+def test_rfa_kernel_matches_monte_carlo(
+    qk_bias, value_bias, qk_std, global_random_seed
+):
     rng = np.random.default_rng(global_random_seed)
     X = _tokens(3, n_tokens=3, d=2, seed=rng)
     s = 1 / np.sqrt(2) if qk_std is None else qk_std
     mean, se = _mc_gram(
-        _attention_features(X, value_bias),
-        lambda rng, b: s * rng.standard_normal((b, 2, 2)),
+        _attention_features(X, value_bias, qk_bias),
+        _qk_draws(2, qk_bias, 0.0, s),
         _N_DRAWS,
         rng,
     )
-    K = rfa_kernel(X, qk_std=qk_std, value_bias=value_bias)
+    K = rfa_kernel(X, qk_std=qk_std, qk_bias=qk_bias, value_bias=value_bias)
     assert np.all(np.abs(K - mean) <= _N_SE * se + 1e-12)
 
 
+@pytest.mark.parametrize("qk_bias", [True, False])
 @pytest.mark.parametrize("value_bias", [True, False])
 @pytest.mark.parametrize("mu, qk_std", [(1.0, None), (-0.6, 0.4), (2.5, 1.0)])
-def test_brfa_kernel_matches_monte_carlo(value_bias, mu, qk_std, global_random_seed):
+def test_brfa_kernel_matches_monte_carlo(
+    qk_bias, value_bias, mu, qk_std, global_random_seed
+):
     rng = np.random.default_rng(global_random_seed)
     X = _tokens(3, n_tokens=3, d=2, seed=rng)
     s = 1 / np.sqrt(2) if qk_std is None else qk_std
     mean, se = _mc_gram(
-        _attention_features(X, value_bias),
-        lambda rng, b: mu * np.eye(2) + s * rng.standard_normal((b, 2, 2)),
+        _attention_features(X, value_bias, qk_bias),
+        _qk_draws(2, qk_bias, mu, s),
         _N_DRAWS,
         rng,
     )
-    K = brfa_kernel(X, qk_mean_scale=mu, qk_std=qk_std, value_bias=value_bias)
+    K = brfa_kernel(
+        X, qk_mean_scale=mu, qk_std=qk_std, qk_bias=qk_bias, value_bias=value_bias
+    )
     assert np.all(np.abs(K - mean) <= _N_SE * se + 1e-12)
 
 
@@ -219,27 +238,28 @@ def _check_convergence(make, K, X, unit_width):
     assert np.all(np.abs(gram - K) <= _N_SE * se)
 
 
+@pytest.mark.parametrize("qk_bias", [True, False])
 @pytest.mark.parametrize("value_bias", [True, False])
 @pytest.mark.parametrize(
     "qk_mean, mu, qk_std",
     [("zero", 1.0, None), ("identity", 1.0, None), ("identity", 0.5, 0.3)],
 )
 def test_attention_features_converge_to_kernel(
-    qk_mean, mu, qk_std, value_bias, global_random_seed
+    qk_mean, mu, qk_std, value_bias, qk_bias, global_random_seed
 ):
     X = _tokens(6, n_tokens=4, d=3, seed=global_random_seed)
+    common = dict(qk_std=qk_std, qk_bias=qk_bias, value_bias=value_bias)
     if qk_mean == "zero":
-        K = rfa_kernel(X, qk_std=qk_std, value_bias=value_bias)
+        K = rfa_kernel(X, **common)
     else:
-        K = brfa_kernel(X, qk_mean_scale=mu, qk_std=qk_std, value_bias=value_bias)
+        K = brfa_kernel(X, qk_mean_scale=mu, **common)
     _check_convergence(
         lambda M: AttentionRandomFeatures(
             n_heads=M,
             qk_mean=qk_mean,
             qk_mean_scale=mu,
-            qk_std=qk_std,
-            value_bias=value_bias,
             random_state=global_random_seed,
+            **common,
         ),
         K,
         X,
@@ -278,6 +298,8 @@ _KERNELS = {
     "rfa": rfa_kernel,
     "brfa": brfa_kernel,
     "brfa_neg": lambda X, Y=None, **kw: brfa_kernel(X, Y, qk_mean_scale=-1.5, **kw),
+    "rfa_no_qk_bias": lambda X, Y=None, **kw: rfa_kernel(X, Y, qk_bias=False, **kw),
+    "brfa_no_qk_bias": lambda X, Y=None, **kw: brfa_kernel(X, Y, qk_bias=False, **kw),
     "rfmlp": rfmlp_kernel,
     "rfmlp_bias": lambda X, Y=None, **kw: rfmlp_kernel(X, Y, bias=True, **kw),
 }
@@ -314,7 +336,9 @@ def test_rfmlp_flat_input_without_token_dim(global_random_seed):
     np.testing.assert_array_equal(rfmlp_kernel(X.reshape(7, -1)), rfmlp_kernel(X))
 
 
-@pytest.mark.parametrize("name", ["rfa", "brfa", "brfa_neg"])
+@pytest.mark.parametrize(
+    "name", ["rfa", "brfa", "brfa_neg", "rfa_no_qk_bias", "brfa_no_qk_bias"]
+)
 def test_attention_kernels_invariant_to_key_permutations(name, global_random_seed):
     kernel = _KERNELS[name]
     rng = np.random.default_rng(global_random_seed)
@@ -393,7 +417,15 @@ def test_zero_tokens_give_finite_values(global_random_seed):
     for name, kernel in _KERNELS.items():
         K = kernel(X)
         assert np.all(np.isfinite(K)), name
-    np.testing.assert_array_equal(rfa_kernel(X)[0], 0.0)
+    # Without the constant a zero query scores 0 for every head.
+    np.testing.assert_array_equal(rfa_kernel(X, qk_bias=False)[0], 0.0)
+    # With it, all-zero tokens score the constant entry w ~ N(0, s^2) of W,
+    # and phi = relu(w) [0; 1]: K = E[relu(w)^2] = s^2 / 2, s^2 = 1 / d.
+    zeros = np.zeros((2, 4, 3))
+    np.testing.assert_allclose(rfa_kernel(zeros), 1 / 6, rtol=1e-14)
+    # (brfa_kernel clips the correlation 1 to 1 - 1e-12: an error of ~1e-12.)
+    np.testing.assert_allclose(brfa_kernel(zeros), 1 / 6, rtol=1e-10)
+    np.testing.assert_array_equal(rfa_kernel(zeros, value_bias=False), 0.0)
 
 
 @pytest.mark.parametrize("name", sorted(_KERNELS))

@@ -79,6 +79,7 @@ def _spec(Estimator):
             "qk_mean": ([default_mean, other], ["one", None]),
             "qk_mean_scale": ([1.0, 0.0, -2.5], [np.nan, np.inf, "1"]),
             "qk_std": ([None, 0.0, 0.5, 3.0], [-1.0, np.nan, "1"]),
+            "qk_bias": ([True, False], ["yes", 2]),
             "value_bias": ([True, False], ["yes", 2]),
         }
     if Estimator in REGRESSORS:
@@ -306,7 +307,8 @@ def _homogeneous_params(Estimator, seed, width):
     """Parameters without the constant (bias) features: Phi(c X) = c^p Phi(X)."""
     if _is_mlp(Estimator):
         return dict(n_features=2 * width, bias=False, random_state=seed % 7), 1
-    return dict(n_heads=width, value_bias=False, random_state=seed % 7), 3
+    params = dict(n_heads=width, qk_bias=False, value_bias=False)
+    return params | dict(random_state=seed % 7), 3
 
 
 def _twin_transformer(Estimator):
@@ -340,7 +342,8 @@ def test_min_norm_fit_is_scale_invariant(
 ):
     """alpha=0 fits of ``X`` and ``c * X`` predict alike: no collapse to mean(y).
 
-    Without the constant value (bias) features the maps are positively
+    Without the constant features (no value bias and no constant in the
+    scores, ``qk_bias=False``; the MLP without bias) the maps are positively
     homogeneous, ``Phi(c X) = c^p Phi(X)`` (p = 3 for attention, 1 for the
     MLP), and minimum-norm least-squares predictions do not depend on the
     features' scale. Each fit is accurate to about ``cond(K) eps`` of the
@@ -501,6 +504,96 @@ def test_transform_is_positively_homogeneous(Estimator, seed, shape, exponent, f
     )
 
 
+def _mp_attention_features(X, W, value_bias):
+    """The ReLU attention features with the constant in the scores, in 30-digit
+    arithmetic on the exact binary values of ``X`` (mpmath numbers, no range
+    limit): ``(features, bound)``, the bound ``|[x_0; 1]| ||W_m|| |[x_i; 1]|
+    |[x_i; 1]| / sqrt(M)`` on every feature, the scale of its rounding."""
+    mpmath = pytest.importorskip("mpmath")
+    mp = mpmath.mp
+    with mpmath.workdps(30):
+        M, N = len(W), X.shape[1] - 1
+        W = [[[mp.mpf(float(v)) for v in row] for row in w] for w in W]
+        norm_w = max(mp.sqrt(mp.fsum(v * v for row in w for v in row)) for w in W)
+        features, bound = [], mp.mpf(0)
+        for sample in X:
+            tokens = [[mp.mpf(float(v)) for v in t] + [mp.mpf(1)] for t in sample]
+            norms = [mp.sqrt(mp.fsum(v * v for v in t)) for t in tokens]
+            bound = max(bound, norms[0] * norm_w * max(norms[1:]) ** 2)
+            row = []
+            for w in W:
+                head = [mp.mpf(0)] * (len(tokens[0]) - (not value_bias))
+                for key in tokens[1:]:
+                    score = mp.fsum(
+                        tokens[0][a] * w[a][b] * key[b]
+                        for a in range(len(key))
+                        for b in range(len(key))
+                    )
+                    for p in range(len(head)):
+                        head[p] += max(score, 0) * key[p]
+                row += [v / (N * mp.sqrt(M)) for v in head]
+            features.append(row)
+        return features, bound / mp.sqrt(M)
+
+
+@examples(2)
+@given(
+    seed=st.integers(0, 2**16),
+    shape=st.tuples(st.integers(1, 2), st.integers(2, 3), st.integers(1, 3)),
+    exponent=exponents,
+    value_bias=st.booleans(),
+    qk_mean=st.sampled_from(["zero", "identity"]),
+)
+def test_qk_bias_transform_is_exact_at_any_scale(
+    seed, shape, exponent, value_bias, qk_mean
+):
+    """With the constant in the scores the features are not homogeneous in X,
+    so the reference is the definition itself, evaluated in 30-digit
+    arithmetic on the same binary inputs ``c X``. Rounding moves each feature
+    by a few ulps of the bound ``|[x_0; 1]| ||W|| |[x_i; 1]|^2 / sqrt(M)`` (a
+    (d + 1)-term score, a relu, a product): the tolerance, 1e-12 of it (or the
+    smallest normal number, where the exact value underflows), leaves a margin
+    of 1000 at least. Features beyond float64's range must be refused, not
+    returned as inf; tiny tokens need no refusal, the constant keeping the
+    scores of order one."""
+    model = AttentionRandomFeatures(
+        n_heads=2, qk_mean=qk_mean, value_bias=value_bias, random_state=seed % 7
+    ).fit(_tokens(seed, shape))
+    X = _tokens(seed + 1, shape, 10.0**exponent)
+    exact, bound = _mp_attention_features(X, model.qk_weights_, value_bias)
+    mpmath = pytest.importorskip("mpmath")
+    peak = max((abs(v) for row in exact for v in row), default=0)
+    top = float(mpmath.log10(peak)) if peak > 0 else -np.inf
+    verdict = Verdict()
+    if top > _MAX_DECADES:
+        verdict = refuse("X", f"the exact features, 1e{top:.0f}, overflow float64")
+    elif top > _MAX_DECADES - 1 or float(mpmath.log10(bound)) > _MAX_DECADES - 1:
+        verdict = may_refuse("X", "features near overflow")
+
+    def exact_features(features):
+        atol = max(1e-12 * float(bound), np.finfo(np.float64).tiny)
+        expected = np.array([[float(v) for v in row] for row in exact])
+        error = np.max(np.abs(features - expected), initial=0.0)
+        assert error <= atol, (
+            f"[qk-bias-scale] transform(1e{exponent} X) is off by {error:.3g} "
+            f"from the 30-digit reference (tolerance {atol:.3g})."
+        )
+
+    n_out = 2 * (shape[2] + int(value_bias))
+    check_contract(
+        lambda: [
+            Expect(
+                "transform",
+                model.transform(X),
+                shape=(shape[0], n_out),
+                check=exact_features,
+            )
+        ],
+        verdict=verdict,
+        inputs=[X],
+    )
+
+
 # scikit-learn's finiteness check sums the input first; a float32 sum of entries
 # near 1e38 overflows (inf - inf in the reduction) before its exact fallback runs.
 @pytest.mark.filterwarnings("ignore:invalid value encountered in reduce")
@@ -511,9 +604,10 @@ def test_transform_is_positively_homogeneous(Estimator, seed, shape, exponent, f
     exponent=exponents,
     float32=st.booleans(),
     qk_mean=st.sampled_from(["zero", "identity"]),
+    qk_bias=st.booleans(),
 )
 def test_softmax_features_are_convex_combinations_of_the_keys(
-    seed, shape, exponent, float32, qk_mean
+    seed, shape, exponent, float32, qk_mean, qk_bias
 ):
     """Softmax features are not homogeneous, but at any finite scale each head's
     features are ``sum_i a_i [x_i; 1] / sqrt(M)`` with weights ``a_i >= 0``
@@ -527,7 +621,11 @@ def test_softmax_features_are_convex_combinations_of_the_keys(
     dtype = np.float32 if float32 else np.float64
     n_heads = 3
     model = AttentionRandomFeatures(
-        n_heads, activation="softmax", qk_mean=qk_mean, random_state=seed % 7
+        n_heads,
+        activation="softmax",
+        qk_mean=qk_mean,
+        qk_bias=qk_bias,
+        random_state=seed % 7,
     ).fit(_tokens(seed, shape))
     X = _tokens(seed + 1, shape, 10.0**exponent, dtype)
     features = model.transform(X)
@@ -549,6 +647,7 @@ KERNELS = {
         rfa_kernel,
         {
             "qk_std": ([None, 0.0, 0.5], [-1.0, np.nan, "1"]),
+            "qk_bias": ([True, False], ["no", 1]),
             "value_bias": ([True, False], ["yes", 1]),
         },
     ),
@@ -557,6 +656,7 @@ KERNELS = {
         {
             "qk_mean_scale": ([1.0, 0.0, -2.0], [np.nan, np.inf, "1"]),
             "qk_std": ([None, 0.0, 0.5], [-1.0, np.nan]),
+            "qk_bias": ([True, False], ["no", 1]),
             "value_bias": ([True, False], ["yes", 1]),
         },
     ),
@@ -643,7 +743,8 @@ def _kernel_layout_verdict(shape, flat, token_dim, mlp, name):
 def test_kernel_is_positively_homogeneous(name, seed, shape, n_Y, exponent, qk_std):
     """``K(c X, c Y) = c^p K(X, Y)`` whenever the exact value is representable.
 
-    Without the constant value (bias) term, p = 6 for the attention kernels
+    Without the constant terms (``value_bias=False``, ``qk_bias=False``; the
+    MLP without bias), p = 6 for the attention kernels
     (``s^2 <x_0, y_0> <x_i, y_j>`` times norms of four tokens, times a key
     Gram entry) and 2 for the MLP's. The inputs are ``c X`` rounded to
     float64 and the reference is the kernel of exactly those values at scale
@@ -658,7 +759,7 @@ def test_kernel_is_positively_homogeneous(name, seed, shape, n_Y, exponent, qk_s
     if mlp:
         params = dict(bias=False, weight_std=qk_std)
     else:
-        params = dict(value_bias=False, qk_std=qk_std)
+        params = dict(qk_bias=False, value_bias=False, qk_std=qk_std)
     c = 10.0**exponent
     X = _tokens(seed, shape, c)
     Y = None if n_Y is None else _tokens(seed + 1, (n_Y,) + shape[1:], c)

@@ -41,18 +41,21 @@ def tokens(global_random_seed):
     return X, y
 
 
-def _attention_features_loop(X, W, value_bias):
-    """phi_m(X) = (1/(N sqrt(M))) sum_i relu(<x_0, W_m x_i>) [x_i; 1], by loops."""
+def _attention_features_loop(X, W, value_bias, qk_bias=True):
+    """phi_m(X) = (1/(N sqrt(M))) sum_i relu(<x~_0, W_m x~_i>) [x_i; 1], by loops,
+    with x~ = [x; 1] (``qk_bias``) or x."""
     n, n_tokens, d = X.shape
     M, N = W.shape[0], n_tokens - 1
     width = d + 1 if value_bias else d
     out = np.zeros((n, M * width))
     for s in range(n):
+        query = np.append(X[s, 0], 1.0) if qk_bias else X[s, 0]
         for m in range(M):
             acc = np.zeros(width)
             for i in range(1, n_tokens):
+                key = np.append(X[s, i], 1.0) if qk_bias else X[s, i]
                 value = np.append(X[s, i], 1.0) if value_bias else X[s, i]
-                acc += max(X[s, 0] @ W[m] @ X[s, i], 0.0) * value
+                acc += max(query @ W[m] @ key, 0.0) * value
             out[s, m * width : (m + 1) * width] = acc / (N * np.sqrt(M))
     return out
 
@@ -70,17 +73,22 @@ def _mlp_features_loop(X, W):
     return out
 
 
+@pytest.mark.parametrize("qk_bias", [True, False])
 @pytest.mark.parametrize("value_bias", [True, False])
 @pytest.mark.parametrize("qk_mean", ["zero", "identity"])
-def test_attention_features_match_loop(value_bias, qk_mean, global_random_seed):
+def test_attention_features_match_loop(
+    qk_bias, value_bias, qk_mean, global_random_seed
+):
     X = np.random.default_rng(global_random_seed).standard_normal((7, 4, 3))
     transformer = AttentionRandomFeatures(
         n_heads=5,
         qk_mean=qk_mean,
+        qk_bias=qk_bias,
         value_bias=value_bias,
         random_state=global_random_seed,
     ).fit(X)
-    expected = _attention_features_loop(X, transformer.qk_weights_, value_bias)
+    assert transformer.qk_weights_.shape == (5, 3 + qk_bias, 3 + qk_bias)
+    expected = _attention_features_loop(X, transformer.qk_weights_, value_bias, qk_bias)
     assert_allclose(transformer.transform(X), expected, rtol=1e-12, atol=1e-14)
     assert transformer.get_feature_names_out().shape == (expected.shape[1],)
 
@@ -95,24 +103,35 @@ def test_mlp_features_match_loop(bias, global_random_seed):
     assert_allclose(transformer.transform(X), expected, rtol=1e-12, atol=1e-14)
 
 
-def test_query_key_weight_laws(global_random_seed):
-    """Zero mean with std 1/sqrt(d); BiasedRFA adds mu * I.
+@pytest.mark.parametrize("qk_bias", [True, False])
+def test_query_key_weight_laws(qk_bias, global_random_seed):
+    """Zero mean with std 1/sqrt(d); BiasedRFA adds mu * I on the d x d block.
 
-    64,000 N(0, 1/4) entries: the standard error of their mean is 0.002 and that
-    of their standard deviation 0.5 / sqrt(2 * 64000) = 0.0014, so the bound
-    0.01 is 5 and 7 standard errors (two-sided tails 6e-7 and 1e-12 per seed).
+    4000 matrices of (d + qk_bias)^2 >= 64,000 N(0, 1/4) entries: the standard
+    error of their mean is at most 0.002 and that of their standard deviation
+    0.5 / sqrt(2 * 64000) = 0.0014, so the bound 0.01 is 5 and 7 standard
+    errors (two-sided tails 6e-7 and 1e-12 per seed).
     """
     d = 4
     X = np.ones((2, 3, d))
-    zero = AttentionRandomFeatures(n_heads=4000, random_state=global_random_seed)
+    zero = AttentionRandomFeatures(
+        n_heads=4000, qk_bias=qk_bias, random_state=global_random_seed
+    )
     zero = zero.fit(X).qk_weights_
+    assert zero.shape == (4000, d + qk_bias, d + qk_bias)
     assert abs(zero.mean()) < 0.01
     assert abs(zero.std() - 0.5) < 0.01
-    biased = BiasedRFA(n_heads=4000, qk_mean_scale=2.0, random_state=global_random_seed)
-    weights = biased.fit(X, np.arange(2.0)).qk_weights_
-    assert_allclose(
-        weights - zero, np.broadcast_to(2 * np.eye(d), zero.shape), atol=1e-12
+    biased = BiasedRFA(
+        n_heads=4000,
+        qk_mean_scale=2.0,
+        qk_bias=qk_bias,
+        random_state=global_random_seed,
     )
+    weights = biased.fit(X, np.arange(2.0)).qk_weights_
+    # The same random part, the mean on the d x d block only.
+    mean = np.zeros((d + qk_bias, d + qk_bias))
+    mean[:d, :d] = 2 * np.eye(d)
+    assert_allclose(weights - zero, np.broadcast_to(mean, zero.shape), atol=1e-12)
 
 
 def test_float32_features_stay_float32(global_random_seed):

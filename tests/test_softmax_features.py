@@ -1,7 +1,8 @@
 """Random softmax attention features (``activation="softmax"``).
 
-Head ``m`` computes ``phi_m(X) = sum_i softmax_i(<x_0, W_m x_i>) [x_i; 1] /
-sqrt(M)``, the softmax over the keys. Every test draws its data and random
+Head ``m`` computes ``phi_m(X) = sum_i softmax_i(<x~_0, W_m x~_i>) [x_i; 1] /
+sqrt(M)``, the softmax over the keys, with ``x~ = [x; 1]`` (``qk_bias``) or
+``x``. Every test draws its data and random
 weights from ``global_random_seed``; the references are slow loops over heads
 and keys with SciPy's softmax.
 
@@ -35,15 +36,16 @@ from sklearn_attn.datasets import make_token_regression
 REGRESSORS = [RandomFeatureAttentionRegressor, BiasedRFA]
 
 
-def _softmax_features_loop(X, W, value_bias):
-    """phi_m(X) = sum_i softmax_i(<x_0, W_m x_i>) [x_i; 1] / sqrt(M), by loops."""
+def _softmax_features_loop(X, W, value_bias, qk_bias=True):
+    """phi_m(X) = sum_i softmax_i(<x~_0, W_m x~_i>) [x_i; 1] / sqrt(M), by loops."""
     n, n_tokens, d = X.shape
     M = W.shape[0]
     width = d + 1 if value_bias else d
     out = np.zeros((n, M * width))
     for s in range(n):
+        tokens = [np.append(x, 1.0) if qk_bias else x for x in X[s]]
         for m in range(M):
-            scores = [X[s, 0] @ W[m] @ X[s, i] for i in range(1, n_tokens)]
+            scores = [tokens[0] @ W[m] @ tokens[i] for i in range(1, n_tokens)]
             weights = softmax(scores)
             acc = np.zeros(width)
             for i, weight in zip(range(1, n_tokens), weights, strict=True):
@@ -53,6 +55,13 @@ def _softmax_features_loop(X, W, value_bias):
     return out
 
 
+def _scores(X, W):
+    """<x~_0, W_m x~_i> of shape (n, M, N); x~ = [x; 1] when W is (d + 1)^2."""
+    if W.shape[1] == X.shape[2] + 1:
+        X = np.concatenate([X, np.ones(X.shape[:2] + (1,))], axis=2)
+    return np.einsum("nd,mde,nie->nmi", X[:, 0], W, X[:, 1:])
+
+
 def _data(seed, n=60, shape=(6, 4)):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, *shape))
@@ -60,19 +69,21 @@ def _data(seed, n=60, shape=(6, 4)):
     return X, y
 
 
+@pytest.mark.parametrize("qk_bias", [True, False])
 @pytest.mark.parametrize("value_bias", [True, False])
 @pytest.mark.parametrize("qk_mean", ["zero", "identity"])
-def test_softmax_features_match_loop(value_bias, qk_mean, global_random_seed):
+def test_softmax_features_match_loop(value_bias, qk_mean, qk_bias, global_random_seed):
     # Seeds 0-99: worst error 8e-16 on the scale of the bound (1e-12).
     X = np.random.default_rng(global_random_seed).standard_normal((7, 4, 3))
     transformer = AttentionRandomFeatures(
         n_heads=5,
         activation="softmax",
         qk_mean=qk_mean,
+        qk_bias=qk_bias,
         value_bias=value_bias,
         random_state=global_random_seed,
     ).fit(X)
-    expected = _softmax_features_loop(X, transformer.qk_weights_, value_bias)
+    expected = _softmax_features_loop(X, transformer.qk_weights_, value_bias, qk_bias)
     features = transformer.transform(X)
     assert_allclose(features, expected, rtol=1e-12, atol=1e-13)
     if value_bias:
@@ -91,7 +102,7 @@ def test_softmax_is_stable_for_large_scores(global_random_seed):
     transformer = AttentionRandomFeatures(
         n_heads=5, activation="softmax", random_state=global_random_seed
     ).fit(X)
-    scores = np.einsum("nd,mde,nie->nmi", X[:, 0], transformer.qk_weights_, X[:, 1:])
+    scores = _scores(X, transformer.qk_weights_)
     assert np.abs(scores).max() > 1000  # exp would overflow without the shift
     features = transformer.transform(X)
     expected = _softmax_features_loop(X, transformer.qk_weights_, True)
@@ -100,20 +111,29 @@ def test_softmax_is_stable_for_large_scores(global_random_seed):
     assert_allclose(features, expected, rtol=0, atol=1e-9 * scale)
 
 
+@pytest.mark.parametrize("qk_bias", [True, False])
 @pytest.mark.parametrize("exponent", [-400, 400])
-def test_extreme_scales_reach_the_softmax_limits(exponent, global_random_seed):
+def test_extreme_scales_reach_the_softmax_limits(exponent, qk_bias, global_random_seed):
     """At ``X * 2^400`` every head attends to its top-scoring key only, at
     ``X * 2^-400`` uniformly to all: the exact limits, computed through the
     power-of-two rescaling (the scores themselves, ~2^800, or their squares,
-    would not be representable). Both limits are exact up to the rounding of
-    a weighted sum of three keys: a few ulps of ``max |x_i|`` (a mean that
-    cancels is not accurate relative to itself), so 1e-14 of it."""
+    would not be representable). With ``qk_bias`` the score of ``c X`` is
+    ``c^2 <x_0, W' x_i>`` (``W'`` the ``d x d`` block) plus terms of order
+    ``c`` and 1: the same limits, the top key that of the ``d x d`` block, and
+    at ``2^-400`` the key-dependent part ``2^-400 <w, x_i>`` of the scores
+    moves the weights from uniform by ~1e-120 only. Both limits are exact up
+    to the rounding of a weighted sum of three keys: a few ulps of
+    ``max |x_i|`` (a mean that cancels is not accurate relative to itself), so
+    1e-14 of it."""
     rng = np.random.default_rng(global_random_seed)
     X = rng.standard_normal((7, 4, 3))
     transformer = AttentionRandomFeatures(
-        n_heads=5, activation="softmax", random_state=global_random_seed
+        n_heads=5,
+        activation="softmax",
+        qk_bias=qk_bias,
+        random_state=global_random_seed,
     ).fit(X)
-    W = transformer.qk_weights_
+    W = transformer.qk_weights_[:, :3, :3]
     scale = 2.0**exponent
     features = transformer.transform(X * scale)
     scores = np.einsum("nd,mde,nie->nmi", X[:, 0], W, X[:, 1:])
@@ -168,21 +188,27 @@ def test_invariant_to_permuting_keys(Estimator, global_random_seed):
     assert not np.allclose(model.predict(swapped), model.predict(X), atol=1e-3)
 
 
-def test_predictions_are_odd_up_to_a_constant(global_random_seed):
-    """``X -> -X`` leaves the scores and so the weights alone and flips the
-    values ``x_i``, while the bias feature stays ``1 / sqrt(M)``: the predictor
-    is a constant plus an odd function, ``f(X) + f(-X)`` is the same for every
-    sample. So a softmax layer with these values cannot fit any target even
-    under ``X -> -X``, such as every function of the correlations
-    ``<x_0, x_i>`` (rounding: seeds 0-99, worst 6e-16 of the predictions'
-    scale; bound 1e-10)."""
+def test_predictions_are_odd_up_to_a_constant_without_qk_bias(global_random_seed):
+    """Without the constant in the scores, ``X -> -X`` leaves the scores and so
+    the weights alone and flips the values ``x_i``, while the bias feature
+    stays ``1 / sqrt(M)``: the predictor is a constant plus an odd function,
+    ``f(X) + f(-X)`` is the same for every sample. So such a softmax layer
+    cannot fit any target even under ``X -> -X``, such as every function of
+    the correlations ``<x_0, x_i>`` (rounding: seeds 0-99, worst 6e-16 of the
+    predictions' scale; bound 1e-10). With the constant (the default) the
+    scores' terms ``<w, x_i>`` flip sign, and the symmetry is gone: the sums
+    then vary by far more than rounding (asked: 1e-3 of the predictions'
+    scale; seeds 0-99: at least 0.24 of it)."""
     X, y = _data(global_random_seed)
     model = RandomFeatureAttentionRegressor(
-        n_heads=30, activation="softmax", random_state=global_random_seed
+        n_heads=30, activation="softmax", qk_bias=False, random_state=global_random_seed
     ).fit(X, y)
     total = model.predict(X) + model.predict(-X)
     scale = np.abs(model.predict(X)).max()
     assert_allclose(total, total[0], rtol=0, atol=1e-10 * scale)
+    model.set_params(qk_bias=True).fit(X, y)
+    total = model.predict(X) + model.predict(-X)
+    assert np.ptp(total) > 1e-3 * np.abs(model.predict(X)).max()
 
 
 def test_working_memory_does_not_change_results(global_random_seed):

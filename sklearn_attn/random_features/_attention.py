@@ -16,6 +16,7 @@ _QK_CONSTRAINTS = {
     "qk_mean": [StrOptions({"zero", "identity"})],
     "qk_mean_scale": [Interval(Real, None, None, closed="neither")],
     "qk_std": [Interval(Real, 0, None, closed="left"), None],
+    "qk_bias": ["boolean"],
     "value_bias": ["boolean"],
 }
 
@@ -25,17 +26,30 @@ class _AttentionFeaturesMixin:
 
     def _draw_weights(self, random_state, n_tokens, token_dim):
         d = token_dim
+        d_qk = d + int(self.qk_bias)
         qk_std = 1.0 / np.sqrt(d) if self.qk_std is None else self.qk_std
-        weights = qk_std * random_state.standard_normal(size=(self.n_heads, d, d))
+        weights = qk_std * random_state.standard_normal(size=(self.n_heads, d_qk, d_qk))
         if self.qk_mean == "identity":
-            weights += self.qk_mean_scale * np.eye(d)
+            # The mean on the d x d block: mu <x_0, x_i> in every score.
+            weights[:, np.arange(d), np.arange(d)] += self.qk_mean_scale
         self.qk_weights_ = weights
 
     def _feature_map(self, X, device, exponents=None):
         qk_weights = self._cached_on("qk_weights_", device)
         return AttentionMap(
-            X, qk_weights, self.value_bias, device, exponents, self.activation
+            X,
+            qk_weights,
+            self.value_bias,
+            device,
+            exponents,
+            self.activation,
+            qk_bias=self.qk_bias,
         )
+
+    @property
+    def _scales_up(self):
+        # A constant in the scores would overflow as 2^-e on tiny inputs.
+        return not self.qk_bias
 
     @property
     def n_output_features_(self):
@@ -52,15 +66,20 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
     .. math::
 
         \\phi_m(X) = \\frac{1}{N\\sqrt{M}} \\sum_{i=1}^{N}
-        \\mathrm{relu}(\\langle x_0, W_m x_i \\rangle)\\, [x_i; 1]
+        \\mathrm{relu}(\\langle \\tilde x_0, W_m \\tilde x_i \\rangle)\\, [x_i; 1],
+        \\qquad \\tilde x = [x; 1],
 
-    with ``W_m = mu I + qk_std G_m``, ``G_m`` standard Gaussian and frozen, or,
-    with ``activation="softmax"``, the attention weights of a transformer,
+    with ``W_m = mu I + qk_std G_m`` of shape ``(d + 1, d + 1)``, ``G_m``
+    standard Gaussian and frozen and the mean ``mu I`` on the ``d x d`` block
+    (the model of Fu et al.; ``qk_bias=False`` scores ``<x_0, W_m x_i>`` with
+    ``d x d`` matrices instead), or, with ``activation="softmax"``, the
+    attention weights of a transformer,
 
     .. math::
 
         \\phi_m(X) = \\frac{1}{\\sqrt{M}} \\sum_{i=1}^{N}
-        \\mathrm{softmax}_i(\\langle x_0, W_m x_i \\rangle)\\, [x_i; 1],
+        \\mathrm{softmax}_i(\\langle \\tilde x_0, W_m \\tilde x_i \\rangle)
+        \\, [x_i; 1],
 
     the softmax taken over the keys. With ReLU the ``1 / sqrt(M)`` scaling makes
     ``transform(X) @ transform(Y).T`` converge to
@@ -94,9 +113,17 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         Standard deviation of the entries of ``G_m``; ``None`` means
         ``1 / sqrt(token_dim)``. With ReLU and ``qk_mean="zero"`` it only
         rescales the features; with ReLU and the identity mean only
-        ``mu / (qk_std sqrt(d))`` matters. With softmax the scale of ``W_m`` is
+        ``mu / qk_std`` matters. With softmax the scale of ``W_m`` is
         the inverse temperature of the attention weights: multiplying
         ``qk_std`` (and ``qk_mean_scale``) by ``c`` is the temperature ``1 / c``.
+    qk_bias : bool, default=True
+        Append a constant 1 to the query and to each key in the scores,
+        ``<[x_0; 1], W_m [x_i; 1]>`` with ``(d + 1) x (d + 1)`` matrices ``W_m``
+        (the model of Fu et al.). ``False`` scores ``<x_0, W_m x_i>``: then
+        every ReLU feature is homogeneous of degree 2 in ``x_0`` and, by
+        ``relu(u) = (u + |u|) / 2``, the features hold no odd function of
+        degree 3 or more of the query-key correlations (see the
+        :ref:`user guide <rf_qk_bias>`).
     value_bias : bool, default=True
         Append a constant 1 to each key in the value part, ``[x_i; 1]``.
     token_dim : int, default=None
@@ -108,7 +135,7 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
 
     Attributes
     ----------
-    qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
+    qk_weights_ : ndarray of shape (n_heads, token_dim + qk_bias, token_dim + qk_bias)
         The frozen query-key matrices ``W_m``.
     n_tokens_ : int
         Number of tokens (query and keys) seen in ``fit``.
@@ -151,6 +178,7 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         qk_mean="zero",
         qk_mean_scale=1.0,
         qk_std=None,
+        qk_bias=True,
         value_bias=True,
         token_dim=None,
         random_state=None,
@@ -161,6 +189,7 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
         self.qk_mean = qk_mean
         self.qk_mean_scale = qk_mean_scale
         self.qk_std = qk_std
+        self.qk_bias = qk_bias
         self.value_bias = value_bias
         self.token_dim = token_dim
         self.random_state = random_state
@@ -180,13 +209,15 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
     .. math::
 
         f(X) = \\sum_{m=1}^{M} \\frac{1}{N} \\sum_{i=1}^{N}
-        \\mathrm{relu}(\\langle x_0, W_m x_i \\rangle)\\,
-        \\langle v_m, [x_i; 1] \\rangle / \\sqrt{M}
+        \\mathrm{relu}(\\langle \\tilde x_0, W_m \\tilde x_i \\rangle)\\,
+        \\langle v_m, [x_i; 1] \\rangle / \\sqrt{M},
+        \\qquad \\tilde x = [x; 1],
 
     for a query ``x_0`` and keys ``x_1 .. x_N`` (with ``activation="softmax"``,
     the softmax over the keys of the scores replaces ``relu(.) / N``). The
-    ``W_m`` are drawn once and
-    frozen; the value vectors ``v_m`` are fitted by ridge regression (or, with
+    ``(d + 1) x (d + 1)`` matrices ``W_m`` are drawn once and frozen
+    (``qk_bias=False`` scores ``<x_0, W_m x_i>`` with ``d x d`` ones); the
+    value vectors ``v_m`` are fitted by ridge regression (or, with
     ``alpha=0``, minimum-norm least squares). The features
     (:class:`AttentionRandomFeatures`) are never all held in memory: the
     solver streams over blocks of heads (dual, when ``n_samples`` is at most the
@@ -226,6 +257,11 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         Standard deviation of the random part; ``None`` means
         ``1 / sqrt(token_dim)``. With softmax, the inverse temperature (see
         :class:`AttentionRandomFeatures`).
+    qk_bias : bool, default=True
+        Append a constant 1 to the query and the keys in the scores (the
+        model of Fu et al.); ``False`` scores ``<x_0, W_m x_i>``, whose ReLU
+        features miss every odd function of degree 3 or more of the
+        correlations (see :class:`AttentionRandomFeatures`).
     value_bias : bool, default=True
         Append a constant 1 to each key in the value part.
     fit_intercept : bool, default=True
@@ -263,7 +299,7 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         over targets; only with ``alpha="auto"``.
     solver_ : {"primal", "dual"}
         The solver used.
-    qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
+    qk_weights_ : ndarray of shape (n_heads, token_dim + qk_bias, token_dim + qk_bias)
         The frozen query-key matrices.
     n_tokens_ : int
         Number of tokens seen in ``fit``.
@@ -302,6 +338,7 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         qk_mean="zero",
         qk_mean_scale=1.0,
         qk_std=None,
+        qk_bias=True,
         value_bias=True,
         fit_intercept=True,
         solver="auto",
@@ -315,6 +352,7 @@ class RandomFeatureAttentionRegressor(_AttentionFeaturesMixin, _RandomFeatureRid
         self.qk_mean = qk_mean
         self.qk_mean_scale = qk_mean_scale
         self.qk_std = qk_std
+        self.qk_bias = qk_bias
         self.value_bias = value_bias
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -327,12 +365,14 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
     """Biased random-feature attention: RFA with identity-mean query-key matrices.
 
     The same model as :class:`RandomFeatureAttentionRegressor` with
-    ``W_m = mu I + qk_std G_m`` by default (``mu = 1``, ``qk_std = 1/sqrt(d)``):
-    on tokens of norm ``sqrt(d)`` the deterministic part ``mu <x_0, x_i>`` is as
-    large as the random part, so the features are close to random-bias ReLUs of
-    the query-key correlation and learn targets built from ``<x_0, x_i>`` from
-    fewer samples (Fu et al., 2023). With ``activation="softmax"`` the mean
-    makes each head attend more to the keys most correlated with the query.
+    ``W_m = mu I + qk_std G_m`` by default (``mu = 1``, ``qk_std = 1/sqrt(d)``,
+    the identity on the ``d x d`` block of the ``(d + 1) x (d + 1)`` matrix):
+    on tokens of norm ``sqrt(d)`` the deterministic part ``mu <x_0, x_i>`` of
+    the score is about as large as the random part, so the features are close
+    to random-bias ReLUs of the query-key correlation and learn targets built
+    from ``<x_0, x_i>`` from fewer samples (Fu et al., 2023). With
+    ``activation="softmax"`` the mean makes each head attend more to the keys
+    most correlated with the query.
 
     Read more in the :ref:`User Guide <random_features>`.
 
@@ -353,6 +393,11 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         Standard deviation of the random part; ``None`` means
         ``1 / sqrt(token_dim)``. With softmax, the inverse temperature (see
         :class:`AttentionRandomFeatures`).
+    qk_bias : bool, default=True
+        Append a constant 1 to the query and the keys in the scores (the
+        model of Fu et al.); ``False`` scores ``<x_0, W_m x_i>``, whose ReLU
+        features miss every odd function of degree 3 or more of the
+        correlations (see :class:`AttentionRandomFeatures`).
     value_bias : bool, default=True
         Append a constant 1 to each key in the value part.
     fit_intercept : bool, default=True
@@ -384,7 +429,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         GCV error of each penalty compared (``alpha="auto"`` only).
     solver_ : {"primal", "dual"}
         The solver used.
-    qk_weights_ : ndarray of shape (n_heads, token_dim, token_dim)
+    qk_weights_ : ndarray of shape (n_heads, token_dim + qk_bias, token_dim + qk_bias)
         The frozen query-key matrices.
     n_tokens_ : int
         Number of tokens seen in ``fit``.
@@ -407,7 +452,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
     >>> X, y = make_token_regression(
     ...     n_samples=200, n_keys=4, token_dim=4, target="correlation", random_state=0)
     >>> BiasedRFA(n_heads=100, random_state=0).fit(X, y).qk_weights_.shape
-    (100, 4, 4)
+    (100, 5, 5)
     """
 
     def __init__(
@@ -419,6 +464,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
         qk_mean="identity",
         qk_mean_scale=1.0,
         qk_std=None,
+        qk_bias=True,
         value_bias=True,
         fit_intercept=True,
         solver="auto",
@@ -433,6 +479,7 @@ class BiasedRFA(RandomFeatureAttentionRegressor):
             qk_mean=qk_mean,
             qk_mean_scale=qk_mean_scale,
             qk_std=qk_std,
+            qk_bias=qk_bias,
             value_bias=value_bias,
             fit_intercept=fit_intercept,
             solver=solver,

@@ -68,6 +68,9 @@ class _RandomFeaturesMixin(DeviceCacheMixin):
     """
 
     _min_tokens = 2
+    # Whether inputs of tiny scale are computed from X / 2^e with e < 0 (see
+    # sklearn_attn.random_features._maps); the maps are rescaled down always.
+    _scales_up = True
 
     def _validate_tokens(self, X, y="no_validation", *, reset):
         return check_token_array(
@@ -95,6 +98,8 @@ class _RandomFeaturesMixin(DeviceCacheMixin):
         X = self._validate_tokens(X, reset=False)
         X = to_device(X, device, dtype=X.dtype)
         exponents = row_exponents(X, device.xp)
+        if not self._scales_up:
+            exponents = device.xp.maximum(exponents, 0)
         if not bool((exponents != 0).any()):
             exponents = None
         return self._feature_map(X, device, exponents), exponents, device
@@ -112,6 +117,15 @@ def _out_of_range(estimator, what, X_max, detail):
             "inverse temperature): standardise the tokens (e.g. divide X by its "
             "largest absolute entry) and set the temperature with qk_std (and "
             "qk_mean_scale)."
+        )
+    elif getattr(estimator, "qk_bias", False):
+        # Homogeneous in [x; 1] only: rescaling X changes the model.
+        advice = (
+            "With qk_bias=True the scores hold a constant 1 beside the tokens, so "
+            "the scale of X changes the model, not only the kernel's scale: "
+            "standardise the tokens (e.g. divide X by its largest absolute "
+            "entry), or set qk_bias=False for a model whose features are "
+            "positively homogeneous in X."
         )
     else:
         advice = (
@@ -311,6 +325,8 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             # features Phi(X) / 2^(degree e), the targets y / 2^e_y and alpha /
             # 2^(2 degree e) give the same solution up to powers of two.
             x_exponent = array_exponent(X_dev, xp)
+            if not self._scales_up:
+                x_exponent = max(x_exponent, 0)
             exponents = None
             if x_exponent:
                 exponents = xp.full(X.shape[0], x_exponent, dtype=np.int32)

@@ -239,21 +239,30 @@ def _relu_moment(m1, m2, s1, s2, rho):
 
 
 # -- attention kernels -----------------------------------------------------------------
-def _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias, name):
+def _attention_kernel(
+    X, Y, token_dim, qk_mean_scale, qk_std, qk_bias, value_bias, name
+):
     X, Y = _check_tokens(X, Y, token_dim, min_tokens=2)
-    # K(2^a X, 2^b Y) = 2^(3 (a + b)) K(X, Y) with the value bias 1 replaced by
-    # 2^-(a + b): the pre-activations scale by 2^(2a), the values by 2^a.
-    X, exponents_X = _rescaled(X)
-    Y, exponents_Y = _rescaled(Y)
+    # K(2^a X, 2^b Y) = 2^(3 (a + b)) K(X, Y) with every constant 1 replaced
+    # by 2^-a (2^-b): the pre-activations scale by 2^(2a), the values by 2^a.
+    # With qk_bias rows are only scaled down: the constant of the scores keeps
+    # small rows moderate, and 2^-a of a row scaled up could overflow.
+    X, exponents_X = _rescaled(X, only_down=qk_bias)
+    Y, exponents_Y = _rescaled(Y, only_down=qk_bias)
     rescaled = exponents_X.any() or exponents_Y.any()
     n_keys, d = X.shape[1] - 1, X.shape[2]
     s = 1.0 / math.sqrt(d) if qk_std is None else float(qk_std)
     mu = float(qk_mean_scale)
+    # The constant appended to every token in the scores (0 without qk_bias).
+    const_X = np.ldexp(float(qk_bias), -exponents_X)
+    const_Y = np.ldexp(float(qk_bias), -exponents_Y)
 
     y0, yk = Y[:, 0], Y[:, 1:]
-    y0_norm = np.linalg.norm(y0, axis=1)
-    yk_norm = np.linalg.norm(yk, axis=2)
+    # Norms of the tokens [y; c] of the scores.
+    y0_norm = np.sqrt(np.einsum("nd,nd->n", y0, y0) + const_Y**2)
+    yk_norm = np.sqrt(np.einsum("nid,nid->ni", yk, yk) + const_Y[:, None] ** 2)
     yk_flat = yk.reshape(-1, d)
+    # The mean mu I sits on the d x d block: no constant in it.
     y_mean = mu * np.einsum("nd,nid->ni", y0, yk)  # (n_Y, N)
     y_std = s * y0_norm[:, None] * yk_norm
 
@@ -264,13 +273,17 @@ def _attention_kernel(X, Y, token_dim, qk_mean_scale, qk_std, value_bias, name):
     for rows in _row_batches(X.shape[0], 12 * 8 * Y.shape[0] * n_keys**2):
         x0, xk = X[rows, 0], X[rows, 1:]
         c = x0.shape[0]
-        x0_norm = np.linalg.norm(x0, axis=1)
-        xk_norm = np.linalg.norm(xk, axis=2)
+        x0_norm = np.sqrt(np.einsum("nd,nd->n", x0, x0) + const_X[rows] ** 2)
+        xk_norm = np.sqrt(np.einsum("nid,nid->ni", xk, xk) + const_X[rows, None] ** 2)
         # Shapes (c, n_Y, N, N): row of X, row of Y, key i of X, key j of Y.
         key_gram = (xk.reshape(-1, d) @ yk_flat.T).reshape(c, n_keys, -1, n_keys)
         key_gram = key_gram.transpose(0, 2, 1, 3)
-        # Cov(<x_0, W x_i>, <y_0, W y_j>) = s^2 <x_0, y_0> <x_i, y_j>.
-        inner = (x0 @ y0.T)[:, :, None, None] * key_gram
+        # Cov(<x~_0, W x~_i>, <y~_0, W y~_j>) = s^2 <x~_0, y~_0> <x~_i, y~_j>,
+        # x~ = [x; c] with the constant c of the scores.
+        constants = const_X[rows, None] * const_Y[None, :]
+        inner = (x0 @ y0.T + constants)[:, :, None, None] * (
+            key_gram + constants[:, :, None, None]
+        )
         norms = (
             (x0_norm[:, None] * y0_norm[None, :])[:, :, None, None]
             * xk_norm[:, None, :, None]
@@ -313,12 +326,15 @@ _ATTENTION_PARAMS = {
     "Y": ["array-like", None],
     "token_dim": _TOKEN_DIM,
     "qk_std": [Interval(Real, 0, None, closed="left"), None],
+    "qk_bias": ["boolean"],
     "value_bias": ["boolean"],
 }
 
 
 @validate_params(_ATTENTION_PARAMS, prefer_skip_nested_validation=True)
-def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
+def rfa_kernel(
+    X, Y=None, *, token_dim=None, qk_std=None, qk_bias=True, value_bias=True
+):
     """Infinite-head kernel of random-feature attention (zero-mean query-key weights).
 
     The limit of ``Phi(X) @ Phi(Y).T`` for the features of
@@ -327,10 +343,12 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
     none is implemented) as ``n_heads`` grows:
     ``K(X, Y) = E_W[phi_W(X) . phi_W(Y)]`` with
 
-    ``phi_W(X) = (1/N) sum_i relu(<x_0, W x_i>) [x_i; 1]``
+    ``phi_W(X) = (1/N) sum_i relu(<x~_0, W x~_i>) [x_i; 1]``,
 
-    and ``W`` a ``d x d`` matrix of i.i.d. ``N(0, qk_std^2)`` entries. The kernel
-    is invariant to permuting the keys of ``X`` (or of ``Y``).
+    ``x~ = [x; 1]`` and ``W`` a ``(d + 1) x (d + 1)`` matrix of i.i.d.
+    ``N(0, qk_std^2)`` entries (with ``qk_bias=False``, ``x~ = x`` and ``W``
+    is ``d x d``). The kernel is invariant to permuting the keys of ``X`` (or
+    of ``Y``).
 
     Parameters
     ----------
@@ -345,6 +363,9 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
     qk_std : float, default=None
         Standard deviation ``s`` of the query-key entries; ``None`` means
         ``1 / sqrt(d)``. It only scales the kernel, by ``s^2``.
+    qk_bias : bool, default=True
+        Whether the scores append a constant 1 to the query and the keys
+        (the model of Fu et al.), as in :class:`AttentionRandomFeatures`.
     value_bias : bool, default=True
         Whether the value part uses ``[x_i; 1]`` (``True``) or ``x_i``.
 
@@ -361,23 +382,26 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
 
     Notes
     -----
-    ``<x_0, W x_i> = <W, x_0 x_i^T>_F``, so the pre-activations for ``X`` and
-    ``Y`` are jointly Gaussian, centred, with covariance
-    ``s^2 <x_0, y_0> <x_i, y_j>``. With the arc-cosine kernel
+    ``<x~_0, W x~_i> = <W, x~_0 x~_i^T>_F``, so the pre-activations for ``X``
+    and ``Y`` are jointly Gaussian, centred, with covariance
+    ``s^2 <x~_0, y~_0> <x~_i, y~_j>``. With the arc-cosine kernel
     ``kappa1(r) = (sqrt(1 - r^2) + (pi - arccos r) r) / (2 pi)``,
 
     .. math::
 
         K(X, Y) = \\frac{s^2}{N^2} \\sum_{i,j=1}^{N}
-        \\langle \\tilde x_i, \\tilde y_j \\rangle
-        \\|x_0\\| \\|y_0\\| \\|x_i\\| \\|y_j\\| \\kappa_1(\\rho_{ij}),
+        (\\langle x_i, y_j \\rangle + b)\\,
+        \\|\\tilde x_0\\| \\|\\tilde y_0\\| \\|\\tilde x_i\\| \\|\\tilde y_j\\|
+        \\,\\kappa_1(\\rho_{ij}),
         \\qquad
-        \\rho_{ij} = \\frac{\\langle x_0, y_0 \\rangle \\langle x_i, y_j \\rangle}
-        {\\|x_0\\| \\|y_0\\| \\|x_i\\| \\|y_j\\|},
+        \\rho_{ij} = \\frac{\\langle \\tilde x_0, \\tilde y_0 \\rangle
+        \\langle \\tilde x_i, \\tilde y_j \\rangle}
+        {\\|\\tilde x_0\\| \\|\\tilde y_0\\| \\|\\tilde x_i\\| \\|\\tilde y_j\\|},
 
-    where ``<x~_i, y~_j> = <x_i, y_j> + 1`` with ``value_bias`` and
-    ``<x_i, y_j>`` without. The cost is ``O(n_X n_Y N^2 d)``; rows of ``X`` are
-    processed in batches that fit scikit-learn's ``working_memory``.
+    where ``b = 1`` with ``value_bias`` and 0 without, and
+    ``<x~, y~> = <x, y> + 1`` with ``qk_bias``. The cost is
+    ``O(n_X n_Y N^2 d)``; rows of ``X`` are processed in batches that fit
+    scikit-learn's ``working_memory``.
 
     Examples
     --------
@@ -395,7 +419,9 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
     >>> model.predict(rfa_kernel(X_new, X)).shape
     (5,)
     """
-    return _attention_kernel(X, Y, token_dim, 0.0, qk_std, value_bias, "rfa_kernel")
+    return _attention_kernel(
+        X, Y, token_dim, 0.0, qk_std, qk_bias, value_bias, "rfa_kernel"
+    )
 
 
 @validate_params(
@@ -406,7 +432,14 @@ def rfa_kernel(X, Y=None, *, token_dim=None, qk_std=None, value_bias=True):
     prefer_skip_nested_validation=True,
 )
 def brfa_kernel(
-    X, Y=None, *, token_dim=None, qk_mean_scale=1.0, qk_std=None, value_bias=True
+    X,
+    Y=None,
+    *,
+    token_dim=None,
+    qk_mean_scale=1.0,
+    qk_std=None,
+    qk_bias=True,
+    value_bias=True,
 ):
     """Infinite-head kernel of biased random-feature attention (identity mean).
 
@@ -415,8 +448,10 @@ def brfa_kernel(
     default ``activation="relu"``; no kernel of the softmax features is
     implemented) as ``n_heads`` grows: ``K(X, Y) = E_W[phi_W(X) . phi_W(Y)]`` with
 
-    ``phi_W(X) = (1/N) sum_i relu(<x_0, W x_i>) [x_i; 1]``,
-    ``W = mu I + s G`` and ``G`` of i.i.d. standard Gaussian entries.
+    ``phi_W(X) = (1/N) sum_i relu(<x~_0, W x~_i>) [x_i; 1]``,
+    ``x~ = [x; 1]``, ``W = mu I + s G`` with the identity on the ``d x d``
+    block and ``G`` a ``(d + 1) x (d + 1)`` matrix of i.i.d. standard Gaussian
+    entries (with ``qk_bias=False``, ``x~ = x`` and ``W`` is ``d x d``).
 
     Parameters
     ----------
@@ -434,6 +469,9 @@ def brfa_kernel(
         Standard deviation ``s`` of the random part; ``None`` means
         ``1 / sqrt(d)``. ``0`` gives the kernel of the single deterministic
         feature map with ``W = mu I``.
+    qk_bias : bool, default=True
+        Whether the scores append a constant 1 to the query and the keys
+        (the model of Fu et al.), as in :class:`AttentionRandomFeatures`.
     value_bias : bool, default=True
         Whether the value part uses ``[x_i; 1]`` (``True``) or ``x_i``.
 
@@ -450,26 +488,28 @@ def brfa_kernel(
 
     Notes
     -----
-    The pre-activations ``U_i = <x_0, W x_i>`` and ``U'_j = <y_0, W y_j>`` are
-    jointly Gaussian with means ``m_i = mu <x_0, x_i>``, ``m'_j = mu <y_0, y_j>``,
-    standard deviations ``s_i = s ||x_0|| ||x_i||``, ``s'_j = s ||y_0|| ||y_j||``
-    and correlation ``rho_ij`` as in :func:`rfa_kernel`. Then
+    The pre-activations ``U_i = <x~_0, W x~_i>`` and ``U'_j = <y~_0, W y~_j>``
+    are jointly Gaussian with means ``m_i = mu <x_0, x_i>``,
+    ``m'_j = mu <y_0, y_j>`` (the mean has no constant part), standard
+    deviations ``s_i = s ||x~_0|| ||x~_i||``, ``s'_j = s ||y~_0|| ||y~_j||`` and
+    correlation ``rho_ij`` as in :func:`rfa_kernel`. Then
 
     .. math::
 
         K(X, Y) = \\frac{1}{N^2} \\sum_{i,j=1}^{N}
-        \\langle \\tilde x_i, \\tilde y_j \\rangle\\,
+        (\\langle x_i, y_j \\rangle + b)\\,
         R(m_i, m'_j, s_i, s'_j, \\rho_{ij}),
-        \\qquad R = E[\\mathrm{relu}(U_i)\\, \\mathrm{relu}(U'_j)].
+        \\qquad R = E[\\mathrm{relu}(U_i)\\, \\mathrm{relu}(U'_j)],
 
-    With ``a = m/s``, ``b = m'/s'``, ``h = -a``, ``k = -b``,
+    with ``b = 1`` with ``value_bias`` and 0 without. With ``a = m/s``,
+    ``b' = m'/s'``, ``h = -a``, ``k = -b'``,
     ``r = sqrt(1 - rho^2)``, ``phi``/``Phi`` the standard normal pdf/cdf and
-    ``Phi2(a, b; rho)`` the standard bivariate normal cdf (Rosenbaum's truncated
-    moments):
+    ``Phi2(a, b'; rho)`` the standard bivariate normal cdf (Rosenbaum's
+    truncated moments):
 
     .. math::
 
-        L &= \\Phi_2(a, b; \\rho), \\quad
+        L &= \\Phi_2(a, b'; \\rho), \\quad
         t_1 = \\Phi\\big((\\rho h - k)/r\\big), \\quad
         t_2 = \\Phi\\big((\\rho k - h)/r\\big), \\\\
         E_1 &= \\phi(h) t_1 + \\rho \\phi(k) t_2, \\quad
@@ -502,7 +542,7 @@ def brfa_kernel(
     True
     """
     return _attention_kernel(
-        X, Y, token_dim, qk_mean_scale, qk_std, value_bias, "brfa_kernel"
+        X, Y, token_dim, qk_mean_scale, qk_std, qk_bias, value_bias, "brfa_kernel"
     )
 
 

@@ -5,16 +5,20 @@ The two maps (attention and MLP) are exposed to the ridge core as
 columns (features, aligned to heads or units) is computed on demand, so that no
 caller needs the full ``(n_samples, n_features)`` matrix.
 
-The ReLU maps are positively homogeneous: the attention map of degree 3 (the
-value-bias column of degree 2), the MLP map of degree 1 (its bias of degree
-0). The softmax attention map is not (scaling ``X`` sharpens its attention
-weights), but it is computed with the same degree-1 bookkeeping: its weights
-sum to one over the keys and are found exactly from the rescaled scores (below),
-so only the values ``[x_i; 1]`` carry a power of two. Given ``exponents`` (one
-per sample, see :mod:`sklearn_attn._scaling`), a map computes
-``Phi(X_n) / 2^(degree * e_n)``, from ``X_n / 2^e_n`` with the constant 1 of the
-bias replaced by ``2^-e_n``: extreme but finite inputs then never overflow or
-underflow in the intermediates.
+The ReLU maps are positively homogeneous in the input with its constants: the
+attention map of degree 3 in ``[x; 1]`` (the scores of degree 2, the values of
+degree 1), the MLP map of degree 1 in ``[vec X; 1]``. The softmax attention map
+is not (scaling ``X`` sharpens its attention weights), but it is computed with
+the same degree-1 bookkeeping: its weights sum to one over the keys and are
+found exactly from the rescaled scores (below), so only the values ``[x_i; 1]``
+carry a power of two. Given ``exponents`` (one per sample, see
+:mod:`sklearn_attn._scaling`), a map computes ``Phi(X_n) / 2^(degree * e_n)``,
+from ``X_n / 2^e_n`` with every constant 1 replaced by ``2^-e_n``: extreme but
+finite inputs then never overflow or underflow in the intermediates. A constant
+inside the attention scores (``qk_bias``) multiplies another one there, so such
+a map is only ever scaled down (``scales_up`` is False): scaling a tiny input up
+would overflow its constants, and it needs no scaling, as the constant keeps
+the scores moderate.
 
 On the CPU, rows are cut into small chunks that keep the per-chunk
 intermediates in cache and are spread over threads, each running
@@ -53,6 +57,8 @@ class _ChunkedMap(FeatureBlocks):
     unit_width: int
     n_units: int
     degree: int
+    # Whether rows may be scaled up as well as down (see the module notes).
+    scales_up = True
 
     def __init__(self, n_samples, device, bytes_per_sample_unit, exponents):
         self.n_samples = n_samples
@@ -127,67 +133,98 @@ class AttentionMap(_ChunkedMap):
     """The attention features of every head, ``phi_m(X) / sqrt(M)``.
 
     With ``activation="relu"``,
-    ``phi_m(X) = (1/N) sum_i relu(<x_0, W_m x_i>) [x_i; 1]``; with
+    ``phi_m(X) = (1/N) sum_i relu(s_mi) [x_i; 1]``; with
     ``activation="softmax"``, ``phi_m(X) = sum_i a_mi [x_i; 1]`` with the
-    attention weights ``a_m = softmax_i(<x_0, W_m x_i>)`` over the keys.
+    attention weights ``a_m = softmax_i(s_mi)`` over the keys. The scores are
+    ``s_mi = <[x_0; 1], W_m [x_i; 1]>`` with ``qk_bias`` (``W_m`` of shape
+    ``(d + 1, d + 1)``), else ``s_mi = <x_0, W_m x_i>``.
 
     Parameters
     ----------
     X : array of shape (n_samples, n_tokens, d), query first
-    qk_weights : array of shape (n_heads, d, d)
+    qk_weights : array of shape (n_heads, d + qk_bias, d + qk_bias)
     value_bias : bool
     device : Device
     exponents : int32 array of shape (n_samples,) or None
-        Compute ``phi(X_n) / 2^(degree e_n)`` (see the module notes).
+        Compute ``phi(X_n) / 2^(degree e_n)`` (see the module notes); with
+        ``qk_bias``, no exponent may be negative.
     activation : {"relu", "softmax"}, default="relu"
+    qk_bias : bool, default=False
+        Whether the scores append the constant 1 to the query and the keys.
     """
 
     def __init__(
-        self, X, qk_weights, value_bias, device, exponents=None, activation="relu"
+        self,
+        X,
+        qk_weights,
+        value_bias,
+        device,
+        exponents=None,
+        activation="relu",
+        qk_bias=False,
     ):
         xp = device.xp
         self.X = X
         self.dtype = X.dtype
-        n_heads, d, _ = qk_weights.shape
+        n_heads, d_qk, _ = qk_weights.shape
+        d = X.shape[2]
+        if d_qk != d + int(qk_bias):
+            raise ValueError(
+                f"qk_weights of shape {qk_weights.shape[1:]} do not fit tokens of "
+                f"dimension {d} with qk_bias={qk_bias}."
+            )
         self.n_units = n_heads
         self.d = d
+        self.d_qk = d_qk
         self.n_keys = X.shape[1] - 1
         self.unit_width = d + 1 if value_bias else d
         self.value_bias = value_bias
         self.activation = activation
+        self.qk_bias = qk_bias
+        self.scales_up = not qk_bias
         # relu: the scores (degree 2) times the values (degree 1); softmax: the
         # weights are scale-free, only the values scale.
         self.degree = 3 if activation == "relu" else 1
-        # W stacked as (d, heads * d): x_0^T W_m for all heads is one product.
+        # W stacked as (d_qk, heads * d_qk): x_0^T W_m for all heads is one product.
         self.qk_stacked = xp.ascontiguousarray(
-            qk_weights.transpose(1, 0, 2).reshape(d, n_heads * d), dtype=self.dtype
+            qk_weights.transpose(1, 0, 2).reshape(d_qk, n_heads * d_qk),
+            dtype=self.dtype,
         )
         # The softmax weights sum to one: no 1/N average.
         n_average = self.n_keys if activation == "relu" else 1
         self.scale = 1.0 / (n_average * math.sqrt(n_heads))
-        bytes_per = X.dtype.itemsize * (2 * d + self.n_keys + 1)
+        bytes_per = X.dtype.itemsize * (2 * d_qk + self.n_keys + 1)
         super().__init__(X.shape[0], device, bytes_per, exponents)
 
     def _fill(self, rows, units, out):
         xp = self.device.xp
         x, bias = self._scaled_rows(self.X, rows)
-        n, d, n_keys = x.shape[0], self.d, self.n_keys
+        n, d_qk, n_keys = x.shape[0], self.d_qk, self.n_keys
         n_heads = units.stop - units.start
-        queries = x[:, 0, :] @ self.qk_stacked[:, units.start * d : units.stop * d]
         keys = x[:, 1:, :]
-        # scores[s, m, i] = <x_0, W_m x_i>: one small product per sample.
-        scores = xp.matmul(queries.reshape(n, n_heads, d), keys.transpose(0, 2, 1))
+        if self.qk_bias or self.value_bias:
+            # [x_i; 1] (the 1 as 2^-e on rescaled rows): the scores' keys with
+            # qk_bias, the values with value_bias.
+            constant = xp.ones((n, n_keys, 1), dtype=x.dtype)
+            if bias is not None:
+                constant *= bias[:, None, None]
+            keys_1 = xp.concatenate([keys, constant], axis=2)
+        query = x[:, 0, :]
+        score_keys = keys
+        if self.qk_bias:
+            query = xp.concatenate([query, keys_1[:, 0, -1:]], axis=1)
+            score_keys = keys_1
+        queries = query @ self.qk_stacked[:, units.start * d_qk : units.stop * d_qk]
+        # scores[s, m, i] = <x~_0, W_m x~_i>: one small product per sample.
+        scores = xp.matmul(
+            queries.reshape(n, n_heads, d_qk), score_keys.transpose(0, 2, 1)
+        )
         if self.activation == "relu":
             xp.maximum(scores, 0, out=scores)
             scores *= self.scale
         else:
             self._softmax(scores, rows)
-        values = keys
-        if self.value_bias:
-            constant = xp.ones((n, n_keys, 1), dtype=x.dtype)
-            if bias is not None:
-                constant *= bias[:, None, None]
-            values = xp.concatenate([keys, constant], axis=2)
+        values = keys_1 if self.value_bias else keys
         xp.matmul(scores, values, out=out.reshape(n, n_heads, self.unit_width))
 
     def _softmax(self, scores, rows):
