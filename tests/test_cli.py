@@ -1,4 +1,7 @@
-"""The command line (``python -m sklearn_attn``) and the RFA reproduction."""
+"""The command line (``python -m sklearn_attn``).
+
+The RFA reproduction's own tests are in ``test_reproduce_rfa.py``.
+"""
 
 import csv
 import importlib.util
@@ -11,107 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_reproduce_rfa import RFA_COLUMNS, check_rfa_csv
 
 from sklearn_attn.__main__ import REPRODUCTIONS, main
-from sklearn_attn.experiments import _rfa, format_rfa_summary, run_rfa, write_csv
+from sklearn_attn.experiments import write_csv
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
-RFA_CURVE_COLUMNS = [
-    "model",
-    "target",
-    "N",
-    "d",
-    "n_heads",
-    "n_params",
-    "n_train",
-    "error_mean",
-    "error_std",
-    "n_seeds",
-]
-# The CSV files of ``reproduce rfa``, their columns and the numeric ones.
-RFA_COLUMNS = {
-    "degree": RFA_CURVE_COLUMNS,
-    "degree_thresholds": [
-        "model",
-        "target",
-        "N",
-        "d",
-        "n_heads",
-        "n_params",
-        "threshold",
-        "n_needed",
-        "n_needed_min",
-        "n_needed_max",
-        "n_reached",
-        "n_seeds",
-        "largest_n",
-        "error_at_largest_n_mean",
-        "error_at_largest_n_std",
-    ],
-    "keys": RFA_CURVE_COLUMNS,
-    "mean_scale": [
-        "target",
-        "mean_scale",
-        "N",
-        "d",
-        "n_heads",
-        "n_params",
-        "n_train",
-        "error_mean",
-        "error_std",
-        "ratio_to_rfa_mean",
-        "ratio_to_rfa_std",
-        "n_seeds",
-    ],
-    "softmax": [
-        "target",
-        "N",
-        "d",
-        "n_heads",
-        "n_params",
-        "n_train",
-        "relu_mean",
-        "relu_std",
-        "softmax_mean",
-        "softmax_std",
-        "ratio_softmax_to_relu_mean",
-        "ratio_softmax_to_relu_std",
-        "n_seeds",
-    ],
-    "softmax_temperature": [
-        "target",
-        "inverse_temperature",
-        "qk_std",
-        "N",
-        "d",
-        "n_heads",
-        "n_params",
-        "n_train",
-        "error_mean",
-        "error_std",
-        "n_seeds",
-    ],
-}
-# Columns that may be empty: thresholds not reached on the grid.
-RFA_OPTIONAL = {"n_needed", "n_needed_min", "n_needed_max"}
-
-
-def _check_rfa_csv(out, name):
-    """The columns of ``rfa_NAME.csv``; its numbers finite (errors positive)."""
-    columns, rows = _read_csv(out / f"rfa_{name}.csv")
-    assert columns == RFA_COLUMNS[name]
-    assert rows
-    for row in rows:
-        for column in columns:
-            if column in ("model", "target") or (
-                column in RFA_OPTIONAL and row[column] == ""
-            ):
-                continue
-            assert np.isfinite(float(row[column])), (name, column, row)
-            if column.endswith("_mean"):  # errors and ratios of errors
-                assert float(row[column]) > 0, (name, column, row)
-    return rows
 
 
 def _read_csv(path):
@@ -199,7 +108,7 @@ def test_demo_writes_tables_and_figure(tmp_path, capsys):
     # The quick rfa: every table but the softmax temperatures (not run).
     for name in RFA_COLUMNS:
         if name != "softmax_temperature":
-            _check_rfa_csv(out, name)
+            check_rfa_csv(out, name)
     assert not (out / "rfa_softmax_temperature.csv").exists()
 
     # The PF00014 contacts: every pair listed; the full model's fit has no
@@ -378,148 +287,6 @@ def test_potts_dense_skips_teachers_that_do_not_mix():
     assert sum("skipped, its Gibbs runs do not mix" in m for m in messages) == 10
     assert any("only 0 of 10 teachers mixed" in m for m in messages)
     assert "Dense" not in format_potts_summary(tables)
-
-
-# Tiny settings of every rfa study over the quick ones (a second or two).
-_TINY_RFA = {
-    "n_seeds": 2,
-    "n_test": 200,
-    "degree": {
-        "n_heads": 10,
-        "targets": ("correlation-1", "correlation-2"),
-        "train_sizes": (16, 32, 64),
-        # Reached by BiasedRFA on correlation-1 (errors 0.2 to 0.8 here), not
-        # by RFMLP (about 1): the threshold rows are checked both ways.
-        "threshold": 0.9,
-    },
-    "keys": {
-        "n_keys": (3,),
-        "n_heads": 10,
-        "models": ("RFA", "RFMLP"),
-        "targets": ("value-1",),
-        "train_sizes": (16, 64),
-    },
-    "mean_scale": {"n_heads": 10, "mean_scales": (0.0, 1.0, 2.0), "train_sizes": (64,)},
-    "softmax": {
-        "n_heads": 10,
-        "targets": ("correlation-2", "value-1"),
-        # Beyond the degree table's sizes: its curves draw more training data
-        # than the degree table alone would, and must agree with it.
-        "train_sizes": (64, 96),
-        "inverse_temperatures": (0.5, 1.0),
-        "temperature_targets": ("value-1",),
-        "temperature_train_sizes": (64,),
-    },
-}
-
-
-def test_run_rfa_small_config_and_progress_callable():
-    messages = []
-    tables = run_rfa(
-        quick=True, random_state=3, progress=messages.append, config=_TINY_RFA
-    )
-    assert sorted(tables) == sorted(RFA_COLUMNS)
-    for name, rows in tables.items():
-        assert rows and all(list(row) == RFA_COLUMNS[name] for row in rows), name
-        assert all(row["n_seeds"] == 2 for row in rows), name
-    # 2 targets x 3 models x 3 sizes; 1 target x 2 models x 2 sizes; ...
-    counts = {name: len(rows) for name, rows in tables.items()}
-    assert counts == {
-        "degree": 18,
-        "degree_thresholds": 6,
-        "keys": 4,
-        "mean_scale": 3,
-        "softmax": 4,
-        "softmax_temperature": 2,
-    }
-    assert {row["n_params"] for row in tables["degree"]} == {10 * 5}
-
-    # Curves that several tables use are fitted once, on the same data and
-    # random weights: mu = 0 is RFA, mu = 1 BiasedRFA's default, ReLU RFA's
-    # default, c = 1 the softmax's default.
-    degree = {(r["target"], r["model"], r["n_train"]): r for r in tables["degree"]}
-    rfa, biased = (
-        degree["correlation-2", "RFA", 64],
-        degree["correlation-2", "BiasedRFA", 64],
-    )
-    scale = {r["mean_scale"]: r for r in tables["mean_scale"]}
-    assert scale[0.0]["error_mean"] == rfa["error_mean"]
-    assert (scale[0.0]["ratio_to_rfa_mean"], scale[0.0]["ratio_to_rfa_std"]) == (1, 0)
-    assert scale[1.0]["error_mean"] == biased["error_mean"]
-    assert scale[2.0]["error_mean"] != biased["error_mean"]
-    softmax = {r["target"]: r for r in tables["softmax"] if r["n_train"] == 64}
-    assert softmax["correlation-2"]["relu_mean"] == rfa["error_mean"]
-    temperature = {r["inverse_temperature"]: r for r in tables["softmax_temperature"]}
-    assert temperature[1.0]["error_mean"] == softmax["value-1"]["softmax_mean"]
-    assert temperature[0.5]["qk_std"] == 0.25  # c / sqrt(d), d = 4
-
-    # The smallest n of the grid whose mean error reaches the threshold.
-    for row in tables["degree_thresholds"]:
-        curve = [
-            degree[row["target"], row["model"], n]["error_mean"] for n in (16, 32, 64)
-        ]
-        reached = [
-            n for n, e in zip((16, 32, 64), curve, strict=True) if e <= row["threshold"]
-        ]
-        assert row["n_needed"] == (reached[0] if reached else None)
-        assert row["error_at_largest_n_mean"] == curve[-1]
-        assert 0 <= row["n_reached"] <= 2
-    needed = [row["n_needed"] for row in tables["degree_thresholds"]]
-    assert None in needed and any(n is not None for n in needed)
-
-    # One line per distinct curve: 6 (degree) + 2 (keys) + 1 (mu = 2) + 3
-    # (softmax on both targets, ReLU on value-1) + 1 (c = 0.5), then "done".
-    assert "13 distinct curves x 2 seeds" in messages[0]
-    assert sum("/13] " in m for m in messages) == 13
-    assert all(m.startswith("[rfa]") and m.endswith("s]") for m in messages)
-
-    # Reproducible from the master seed, silent with progress=False, and a
-    # table's numbers do not depend on which other studies run.
-    again = run_rfa(quick=True, random_state=3, progress=False, config=_TINY_RFA)
-    assert again == tables
-    alone = run_rfa(
-        quick=True,
-        random_state=3,
-        progress=False,
-        config={**_TINY_RFA, "keys": None, "mean_scale": None, "softmax": None},
-    )
-    assert alone["degree"] == tables["degree"]
-    assert not alone["keys"] and not alone["softmax"]
-
-    summary = format_rfa_summary(tables)
-    for text in ("Degree table", "n*", "mean scale", "softmax n=64", "temperature"):
-        assert text in summary, text
-
-
-@pytest.mark.parametrize(
-    "config, message",
-    [
-        ({"degre": {}}, "Unknown setting 'degre'"),
-        ({"degree": {"n_head": 3}}, "Unknown settings \\['n_head'\\]"),
-        ({"degree": {"targets": ("correlation-x",)}}, "Unknown target"),
-        ({"softmax": {"targets": ("cubic-1",)}}, "Unknown target"),
-    ],
-)
-def test_run_rfa_rejects_unknown_settings(config, message):
-    with pytest.raises(ValueError, match=message):
-        run_rfa(quick=True, progress=False, config=config)
-
-
-def test_reproduce_rfa_writes_every_table(tmp_path, monkeypatch, capsys):
-    """``reproduce rfa`` (its default settings made tiny) writes all six tables."""
-    tiny = _rfa.default_config(quick=False)
-    for key, value in _TINY_RFA.items():
-        tiny[key] = {**tiny[key], **value} if isinstance(value, dict) else value
-    monkeypatch.setattr(_rfa, "_DEFAULT_CONFIG", tiny)
-    assert main(["reproduce", "rfa", "--out", str(tmp_path)]) == 0
-    captured = capsys.readouterr()
-    for name in RFA_COLUMNS:
-        rows = _check_rfa_csv(tmp_path, name)
-        assert all(row["n_seeds"] == "2" for row in rows)
-        assert str(tmp_path / f"rfa_{name}.csv") in captured.out
-    assert "Degree table" in captured.out and "Softmax inverse" in captured.out
-    if HAS_MATPLOTLIB:
-        assert (tmp_path / "rfa.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_run_json_records_how_the_tables_were_made(tmp_path, monkeypatch, capsys):

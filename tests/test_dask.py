@@ -63,10 +63,22 @@ def client(cluster):
 # Tiny settings of every reproduction (under a second each on two cores).
 _RFA = {
     "n_test": 200,
-    "degree": {"n_heads": 10, "targets": ("correlation-2",), "train_sizes": (16, 64)},
-    "keys": None,
-    "mean_scale": {"n_heads": 10, "mean_scales": (0.0, 2.0), "train_sizes": (64,)},
-    "softmax": {"n_heads": 10, "targets": ("value-1",), "train_sizes": (64,)},
+    "degree": {
+        "width": 32,
+        "targets": ("correlation-2",),
+        "contrast_models": (),
+        "train_sizes": (16, 64),
+    },
+    "scaling": {
+        "token_dims": (2,),
+        "n_keys": (2, 4),
+        "width": 32,
+        "models": ("RFA",),
+        "train_sizes": (8, 16, 32),
+    },
+    "biased": None,
+    "mean_scale": {"width": 32, "mean_scales": (0.0, 2.0), "train_sizes": (64,)},
+    "softmax": {"width": 32, "targets": ("value-1",), "train_sizes": (64,)},
 }
 _RUNS = {
     "rfa": lambda: run_rfa(quick=True, n_seeds=2, progress=False, config=_RFA),

@@ -6,6 +6,8 @@ a caption that says how many seeds. The tables are built here, not run, so
 these tests take a second or two.
 """
 
+import copy
+import functools
 import itertools
 
 import numpy as np
@@ -21,6 +23,7 @@ from sklearn_attn.experiments import (
     plot_mha,
     plot_potts,
     plot_rfa,
+    run_rfa,
     write_csv,
 )
 from sklearn_attn.experiments._common import _curve, _figure, _figure_legend
@@ -31,111 +34,16 @@ pytest.importorskip("matplotlib")
 
 
 # -- tables ----------------------------------------------------------------------------
+@functools.cache
+def _rfa_run(n_seeds):
+    """The tables of ``run_rfa`` on the tiny settings of its own tests."""
+    from test_reproduce_rfa import TINY
+
+    return run_rfa(quick=True, n_seeds=n_seeds, progress=False, config=TINY)
+
+
 def _rfa_tables(n_seeds):
-    """Tables in the layout of ``run_rfa``'s, errors falling with n."""
-    setting = {"N": 4, "d": 4, "n_heads": 10, "n_params": 50}
-    spread = 0.1 if n_seeds > 1 else 0.0
-    sizes = (100, 300, 1000)
-    targets = ("correlation-1", "correlation-2", "correlation-3-power")
-
-    def curve(model, target, k, n, n_keys=4):
-        hardness = targets.index(target) + 1 if target in targets else 1
-        error = min(1.0, (k + 1) * hardness * 30 / n)
-        return {
-            "model": model,
-            "target": target,
-            **setting,
-            "N": n_keys,
-            "n_train": n,
-            "error_mean": error,
-            "error_std": spread * error,
-            "n_seeds": n_seeds,
-        }
-
-    models = ("RFA", "BiasedRFA", "RFMLP")
-    degree = [
-        curve(model, target, k, n)
-        for target in targets
-        for k, model in enumerate(models)
-        for n in sizes
-    ]
-    thresholds = [
-        {
-            "model": model,
-            "target": target,
-            **setting,
-            "threshold": 0.25,
-            "n_needed": 300 if target == "correlation-1" else None,
-            "n_needed_min": 300 if target == "correlation-1" else None,
-            "n_needed_max": 300 if target == "correlation-1" else None,
-            "n_reached": n_seeds if target == "correlation-1" else 0,
-            "n_seeds": n_seeds,
-            "largest_n": 1000,
-            "error_at_largest_n_mean": 0.1,
-            "error_at_largest_n_std": spread * 0.1,
-        }
-        for target in targets
-        for model in models
-    ]
-    keys = [
-        curve(model, target, k, n, n_keys)
-        for target in ("correlation-1", "value-1")
-        for n_keys in (4, 16)
-        for k, model in enumerate(models)
-        for n in sizes
-    ]
-    mean_scale = [
-        {
-            "target": "correlation-2",
-            "mean_scale": mu,
-            **setting,
-            "n_train": n,
-            "error_mean": 0.5 + abs(mu - 1) * 0.2,
-            "error_std": spread * 0.5,
-            "ratio_to_rfa_mean": 1.0 if mu == 0 else 0.5 + abs(mu - 1) * 0.3,
-            "ratio_to_rfa_std": 0.0 if mu == 0 else spread,
-            "n_seeds": n_seeds,
-        }
-        for mu in (0.0, 0.5, 1.0, 2.0)
-        for n in (300, 1000)
-    ]
-    softmax = [
-        {
-            "target": target,
-            **setting,
-            "n_train": n,
-            "relu_mean": 0.01 * (j + 1),
-            "relu_std": spread * 0.01,
-            "softmax_mean": 1.0 - 0.1 * j,
-            "softmax_std": spread * 0.1,
-            "ratio_softmax_to_relu_mean": 100.0,
-            "ratio_softmax_to_relu_std": spread * 10,
-            "n_seeds": n_seeds,
-        }
-        for j, target in enumerate(("correlation-1", "value-1", "gamma-1"))
-        for n in (300, 1000)
-    ]
-    temperature = [
-        {
-            "target": "value-1",
-            "inverse_temperature": c,
-            "qk_std": c / 2,
-            **setting,
-            "n_train": 1000,
-            "error_mean": 0.2,
-            "error_std": spread * 0.2,
-            "n_seeds": n_seeds,
-        }
-        for c in (0.5, 1.0)
-    ]
-    return {
-        "degree": degree,
-        "degree_thresholds": thresholds,
-        "keys": keys,
-        "mean_scale": mean_scale,
-        "softmax": softmax,
-        "softmax_temperature": temperature,
-    }
+    return copy.deepcopy(_rfa_run(n_seeds))
 
 
 def _pf_like(n_sites, rng):
@@ -375,36 +283,52 @@ def test_rfa_figure_and_summary(n_seeds):
     fig = plot_rfa(tables)
     if n_seeds == 1:  # drawing is the slow part: once is enough
         _check_house_style(fig)
-    # Top: the degree curves, a panel per model; bottom: the keys (one panel
-    # per target), the mean scale and the softmax: none left empty.
-    assert len(fig.axes) == 3 + 2 + 1 + 1
+    # Top: the degree curves, a panel per model and contrast; middle: n*
+    # against N and d, BiasedRFA's ratios; bottom: gamma, the mean scale and
+    # the softmax: none left empty.
+    assert len(fig.axes) == 4 + 3 + 3
     assert all(ax.has_data() for ax in fig.axes)
     assert (_bands(fig) > 0) == (n_seeds > 1)
-    for ax, model in zip(fig.axes[:3], ("RFA", "BiasedRFA", "RFMLP"), strict=True):
-        assert ax.get_title().startswith(model)
+    titles = ("RFA\n", "BiasedRFA\n", "RFMLP\n", "RFA without the constant")
+    thresholds = {
+        (r["model"], r["qk_bias"], r["target"]): r for r in tables["degree_thresholds"]
+    }
+    variants = (("RFA", True), ("BiasedRFA", True), ("RFMLP", None), ("RFA", False))
+    for ax, title, (model, qk_bias) in zip(fig.axes[:4], titles, variants, strict=True):
+        assert ax.get_title().startswith(title)
         # A line per target, the threshold and the mean's error as references.
         curves = [line for line in ax.lines if len(line.get_xdata()) == 3]
-        assert len(curves) == 3
-        assert "$n^*$: $t$ 300, $Q_{2}$ $> 1000$" in ax.get_title()
+        assert len(curves) == 2
+        row = thresholds[model, qk_bias, "correlation-1"]
+        needed = row["n_needed"]
+        text = f"$> {row['largest_n']}$" if needed is None else str(needed)
+        assert f"$n^*$: $t$ {text}" in ax.get_title()
+    n_star_axes = fig.axes[4:6]
+    assert [ax.get_xlabel()[:3] for ax in n_star_axes] == ["$N$", "$d$"]
     labels = {text.get_text() for text in fig.legends[0].get_texts()}
-    assert {"threshold 0.25", "RFA", "RFA, softmax", "$n = 300$"} <= labels
+    assert {"threshold 0.6", "RFA, softmax", "RFA, $d = 2$", "$n = 64$"} <= labels
     summary = format_rfa_summary(tables)
     assert ("\u00b1" in summary) == (n_seeds > 1)
     assert f"{n_seeds} seed" in summary
-    for title in ("Degree table", "Number of keys", "mean scale", "ReLU against"):
+    for title in (
+        "Degree table",
+        "Sample complexity",
+        "BiasedRFA against RFA",
+        "mean scale",
+        "ReLU against",
+    ):
         assert title in summary
-    # The smallest n: reached by every seed, or not within the grid.
-    assert f"300 [300, {n_seeds}/{n_seeds}]" in summary and "> 1000" in summary
 
 
 def test_rfa_figure_of_one_study():
     """A figure from the degree table alone (the other studies left out)."""
     tables = _rfa_tables(1)
-    for name in ("keys", "mean_scale", "softmax", "softmax_temperature"):
-        tables[name] = []
+    for name in tables:
+        if not name.startswith("degree"):
+            tables[name] = []
     fig = plot_rfa(tables)
-    assert len(fig.axes) == 3 and all(ax.has_data() for ax in fig.axes)
-    assert "Number of keys" not in format_rfa_summary(tables)
+    assert len(fig.axes) == 4 and all(ax.has_data() for ax in fig.axes)
+    assert "Sample complexity" not in format_rfa_summary(tables)
 
 
 @pytest.mark.parametrize("n_seeds", [1, 3])

@@ -16,6 +16,7 @@ from sklearn.utils.parallel import Parallel, delayed
 __all__ = [
     "Progress",
     "format_table",
+    "merge_config",
     "run_tasks",
     "seed_pair",
     "summarize",
@@ -107,6 +108,38 @@ def run_tasks(tasks, *, n_jobs=None):
     return Parallel(n_jobs=n_jobs, return_as="generator")(
         delayed(_in_sequence)(*task) for task in tasks
     )
+
+
+def merge_config(defaults, overrides):
+    """``defaults`` updated by ``overrides``, one level of nested dicts deep.
+
+    A study given as a dict is merged into the default one; any other value
+    (``None`` leaves a study out) replaces it. Names that the defaults do not
+    have are an error, so that a misspelt setting is never silently ignored.
+
+    Examples
+    --------
+    >>> from sklearn_attn.experiments._common import merge_config
+    >>> merge_config({"n": 1, "study": {"a": 1, "b": 2}}, {"study": {"b": 3}})
+    {'n': 1, 'study': {'a': 1, 'b': 3}}
+    """
+    merged = dict(defaults)
+    for key, value in (overrides or {}).items():
+        if key not in merged:
+            raise ValueError(
+                f"Unknown setting {key!r} in config; expected some of {sorted(merged)}."
+            )
+        if isinstance(value, dict) and isinstance(merged[key], dict):
+            unknown = sorted(set(value) - set(merged[key]))
+            if unknown:
+                raise ValueError(
+                    f"Unknown settings {unknown} in config[{key!r}]; expected "
+                    f"some of {sorted(merged[key])}."
+                )
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
 
 
 def summarize(values):
