@@ -81,7 +81,7 @@ def _qk_draws(d, qk_bias, mu, s):
 
 # 200,000 draws of the weights for new random tokens; the closed form must lie
 # within _N_SE standard errors of the estimate, entry by entry (worst of seeds
-# 0-99 over the 28 parametrisations below: 3.8). The absolute 1e-12 only guards
+# 0-99 over the 28 parametrisations below: 3.6). The absolute 1e-12 only guards
 # entries whose standard error is zero.
 _N_DRAWS = 200_000
 
@@ -222,8 +222,8 @@ def _check_convergence(make, K, X, unit_width):
     with weights summing to 1, whose tail beyond _N_SE^2 = 36 is at most that of
     a chi-square with one degree of freedom (Szekely and Bakirov, 2003), 2e-9.
     Every entry is also checked at the largest width. Worst of seeds 0-99 over
-    the 10 parametrisations below: 2.3 and 3.0 for the whole error at M = 1000
-    and 10000, 3.9 for an entry at M = 10000. Smaller widths and single entries
+    the 16 parametrisations below: 2.6 and 3.0 for the whole error at M = 1000
+    and 10000, 4.3 for an entry at M = 10000. Smaller widths and single entries
     at M = 1000 are not checked: there the heavy tails of the ReLU products make
     the estimated se unreliable (ratios up to 4 at M = 100, 8 for an entry at
     M = 1000).
