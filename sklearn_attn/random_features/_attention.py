@@ -119,11 +119,11 @@ class AttentionRandomFeatures(_AttentionFeaturesMixin, _RandomFeatureTransformer
     qk_bias : bool, default=True
         Append a constant 1 to the query and to each key in the scores,
         ``<[x_0; 1], W_m [x_i; 1]>`` with ``(d + 1) x (d + 1)`` matrices ``W_m``
-        (the model of Fu et al.). ``False`` scores ``<x_0, W_m x_i>``: then
-        every ReLU feature is homogeneous of degree 2 in ``x_0`` and, by
-        ``relu(u) = (u + |u|) / 2``, the features hold no odd function of
-        degree 3 or more of the query-key correlations (see the
-        :ref:`user guide <rf_qk_bias>`).
+        (the model of Fu et al.). ``False`` scores ``<x_0, W_m x_i>``, linear
+        in ``x_0``: by ``relu(u) = (u + |u|) / 2`` every ReLU feature is then a
+        linear function of ``x_0`` plus an even one, and the features hold no
+        odd function of degree 3 or more of the query-key correlations (see
+        the :ref:`user guide <rf_qk_bias>`).
     value_bias : bool, default=True
         Append a constant 1 to each key in the value part, ``[x_i; 1]``.
     token_dim : int, default=None

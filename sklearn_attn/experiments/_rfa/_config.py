@@ -4,8 +4,8 @@ Every model of a study has the same number of trained weights, ``width``
 (``ceil(width / (d + 1))`` heads of ``d + 1`` value weights for RFA and
 BiasedRFA, ``width`` hidden units for RFMLP), at least four times the largest
 training size of the study: the width is not what decides whether a target is
-learned (``benchmarks/bench_rfa_width.py`` compares these fits with the
-infinite-width kernels).
+learned (the reproduction guide compares these fits with fits of twice the
+width).
 """
 
 from __future__ import annotations
