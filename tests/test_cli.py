@@ -168,6 +168,14 @@ def test_demo_writes_tables_and_figure(tmp_path, capsys):
     }
     _, rows = _read_csv(out / "implicit_bias_aligned_final.csv")
     assert all(r["corr_nuc_opt"] for r in rows)
+    # The theorem's setting (equal non-optimal scores) against generic tokens.
+    _, rows = _read_csv(out / "implicit_bias_theorem.csv")
+    assert {(r["scores"], r["parametrization"]) for r in rows} == {
+        (scores, p) for scores in ("equal", "generic") for p in ("separate", "combined")
+    }
+    assert all(r["corr_nuc_opt_mean"] and r["n_reached"] for r in rows)
+    assert (out / "implicit_bias_theorem_final.csv").stat().st_size > 0
+    assert (out / "implicit_bias_theorem_trajectories.csv").stat().st_size > 0
     if HAS_MATPLOTLIB:
         for name in ("potts.png", "mha.png", "implicit_bias.png"):
             assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

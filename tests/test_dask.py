@@ -171,8 +171,9 @@ def test_command_line_on_a_cluster_writes_the_local_tables(cluster, tmp_path, ca
     err = capsys.readouterr().err
     assert f"on the Dask cluster at {cluster.scheduler_address}: 2 workers" in err
     tables = sorted(p.name for p in (tmp_path / "local").glob("*.csv"))
-    # trajectories, final, spectra, aligned and aligned_final.
-    assert len(tables) == 5
+    # trajectories, final, spectra, aligned, aligned_final, theorem,
+    # theorem_final and theorem_trajectories.
+    assert len(tables) == 8
     for name in tables:
         # No timings in these tables: the files are the same, byte for byte.
         local = (tmp_path / "local" / name).read_bytes()

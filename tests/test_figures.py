@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose
 from sklearn.utils import Bunch
 
 from sklearn_attn.experiments import (
@@ -428,6 +429,55 @@ def test_implicit_bias_figure_with_gaps_beyond_floating_point():
         _check_house_style(fig)
     low, high = fig.axes[0].get_ylim()
     assert 0 < low < 1 and 1e269 < high < 1e306
+
+
+def _theorem_tables(n_equal, n_generic):
+    """The theorem study's tables: trajectories of the "full" rows, per-seed ends."""
+    tables = _implicit_bias_tables(n_generic, {"separate": 1, "combined": 1})
+    tables["theorem_trajectories"] = [
+        {**row, "scores": "equal", "score_gap": 0.5, "n_seeds": n_equal}
+        for row in tables["trajectories"]
+        if row["structure"] == "full"
+    ]
+    final = []
+    for scores, count in (("equal", n_equal), ("generic", n_generic)):
+        for p in ("separate", "combined"):
+            for seed in range(count):
+                # Equal scores: within 1e-4 of the limit; generic: up to 0.5.
+                distance = 10.0 ** -(4 - seed / count) if scores == "equal" else 0.5
+                final.append(
+                    {
+                        "scores": scores,
+                        "parametrization": p,
+                        "seed": seed,
+                        "corr_nuc_opt": 1 - distance if p == "separate" else 0.8,
+                        "corr_fro_opt": 1 - distance if p == "combined" else 0.8,
+                    }
+                )
+    tables["theorem_final"] = final
+    return tables
+
+
+def test_implicit_bias_figure_with_the_theorem_row():
+    # A last row for the theorem's setting: its training curves, and per seed
+    # the distance of each run from its predicted SVM, equal (solid) against
+    # generic (dotted) scores.
+    tables = _theorem_tables(5, 3)
+    fig = plot_implicit_bias(tables)
+    _check_house_style(fig)
+    assert len(fig.axes) == 3 * 4
+    assert "equal scores" in fig.axes[8].get_title()
+    ends = fig.axes[11]
+    assert sorted(line.get_linestyle() for line in ends.lines) == ["-", "-", ":", ":"]
+    solid = [line for line in ends.lines if line.get_linestyle() == "-"]
+    for line in solid:
+        # Sorted per seed, at the middle of each seed's share of the axis.
+        assert_allclose(line.get_xdata(), (np.arange(5) + 0.5) / 5)
+        assert np.all(np.diff(line.get_ydata()) >= 0)
+        assert_allclose(line.get_ydata(), np.sort(10.0 ** -(4 - np.arange(5) / 5)))
+    legend = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert sum("generic tokens" in label for label in legend) == 2
+    assert "score gap 0.5" in fig._suptitle.get_text()
 
 
 def test_contact_rows_rank_as_contact_precision(global_random_seed):

@@ -31,7 +31,12 @@ so everything is computed in the log domain:
   direction stays exact after every ``S_it`` (``t != opt``) has underflowed.
   Normalised gradient descent only needs ``G``; plain gradient descent
   multiplies by ``exp(lambda)`` and stalls, as it really does, once that
-  underflows.
+  underflows. One case escapes this: a sequence whose attention has
+  saturated on a non-optimal token ``a`` while another non-optimal token
+  ``t`` has the same score (``scores="equal"`` data) has ``e_i - g_it = 0``
+  to rounding, so the largest weight may multiply a zero; ``G`` then holds
+  only what the rounding of the scores leaves, and may vanish (the weights
+  stop moving). The selection of such a run is settled by then.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ _RESCALE_BY = 1e25
         "n_tokens": [Interval(Integral, 2, None, closed="left")],
         "dim": [Interval(Integral, 1, None, closed="left")],
         "structure": [StrOptions({"full", "diagonal"})],
+        "scores": [StrOptions({"generic", "equal"})],
+        "score_gap": [Interval(Real, 0, 1, closed="right")],
         "max_tries": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
     },
@@ -85,16 +92,32 @@ def make_max_margin_attention_data(
     dim=8,
     *,
     structure="full",
+    scores="generic",
+    score_gap=0.5,
     max_tries=1000,
     random_state=None,
 ):
     """Random separable sequences for the attention classifier.
 
-    The protocol of Tarzanagh et al. (2023): tokens and queries are Gaussian
-    vectors normalised to unit length, the value head ``v`` a unit Gaussian
-    vector, labels uniform on ``{-1, +1}``, and ``opt_i`` the token of largest
-    ``y_i v^T x_{i,t}``. Instances whose max-margin problem is infeasible for
-    the given ``structure`` (checked by a linear program) are redrawn.
+    Queries ``z_i`` are Gaussian vectors normalised to unit length, the value
+    head ``v`` a unit Gaussian vector, labels ``y_i`` uniform on ``{-1, +1}``,
+    and every token has unit length. The token scores ``gamma_{i,t} = y_i
+    v^T x_{i,t}`` follow ``scores``:
+
+    * ``"generic"``: the protocol of Tarzanagh et al. (2023), tokens are
+      Gaussian vectors normalised to unit length, and ``opt_i`` is the token
+      of largest score (all scores distinct);
+    * ``"equal"``: the setting of the theorem of Sheen et al. (2024), where
+      every non-optimal token has the same score and the optimal one exceeds
+      it by ``score_gap``. ``opt_i`` is uniform on the ``n_tokens``
+      positions, and ``x_{i,t} = y_i gamma_t v + sqrt(1 - gamma_t^2) u_{i,t}``
+      with ``gamma_t = score_gap`` for ``t = opt_i`` and ``0`` otherwise, and
+      ``u_{i,t}`` uniform on the unit sphere of the complement of ``v``: the
+      non-optimal tokens are orthogonal to ``v``, and the scores are
+      ``score_gap`` and ``0`` to rounding.
+
+    Instances whose max-margin problem is infeasible for the given
+    ``structure`` (checked by a linear program) are redrawn.
 
     Parameters
     ----------
@@ -103,9 +126,17 @@ def make_max_margin_attention_data(
     n_tokens : int, default=4
         Tokens per sequence ``T``.
     dim : int, default=8
-        Token dimension ``d``.
+        Token dimension ``d``; at least 2 with ``scores="equal"`` (the
+        non-optimal tokens are unit vectors orthogonal to ``v``).
     structure : {"full", "diagonal"}, default="full"
         Require separability by full matrices ``W`` or by diagonal ones.
+    scores : {"generic", "equal"}, default="generic"
+        Distinct scores of Gaussian tokens, or equal non-optimal scores with
+        a margin ``score_gap`` for the optimal token (see above).
+    score_gap : float in (0, 1], default=0.5
+        With ``scores="equal"``: ``gamma_{i,opt_i} - gamma_{i,t}`` for every
+        ``t != opt_i`` (the optimal token's component along ``y_i v``; at 1
+        it is ``y_i v`` itself). Ignored with ``scores="generic"``.
     max_tries : int, default=1000
         Draws before giving up.
     random_state : int, RandomState instance or None, default=None
@@ -126,6 +157,9 @@ def make_max_margin_attention_data(
 
     Raises
     ------
+    ValueError
+        If ``scores="equal"`` with ``dim=1``, or ``score_gap`` is too small
+        for the optimal tokens to have the largest scores in float64.
     RuntimeError
         If no separable instance came up in ``max_tries`` draws (too many
         constraints ``n (T - 1)`` for ``d`` or ``d^2`` unknowns).
@@ -137,23 +171,45 @@ def make_max_margin_attention_data(
 
     Examples
     --------
+    >>> import numpy as np
     >>> from sklearn_attn.attention import (
     ...     make_max_margin_attention_data)
     >>> X, z, y, v, opt = make_max_margin_attention_data(6, 4, 8, random_state=0)
     >>> X.shape, z.shape, y.shape, v.shape, opt.shape
     ((6, 4, 8), (6, 8), (6,), (8,), (6,))
+
+    In the theorem's setting the non-optimal scores are all 0 and the optimal
+    ones ``score_gap``:
+
+    >>> X, z, y, v, opt = make_max_margin_attention_data(
+    ...     6, 4, 8, scores="equal", score_gap=0.5, random_state=0)
+    >>> gamma = y[:, None] * (X @ v)
+    >>> np.round(gamma[0], 12) + 0.0
+    array([0.5, 0. , 0. , 0. ])
+    >>> bool(np.all(np.argmax(gamma, axis=1) == opt))
+    True
     """
     rng = check_random_state(random_state)
     n, T, d = n_samples, n_tokens, dim
+    if scores == "equal" and d < 2:
+        raise ValueError(
+            "dim must be at least 2 with scores='equal': the non-optimal tokens "
+            f"are unit vectors orthogonal to v; got dim={d}."
+        )
     for _ in range(max_tries):
         X = rng.standard_normal((n, T, d))
-        X /= np.linalg.norm(X, axis=2, keepdims=True)
+        if scores == "generic":
+            X /= np.linalg.norm(X, axis=2, keepdims=True)
         z = rng.standard_normal((n, d))
         z /= np.linalg.norm(z, axis=1, keepdims=True)
         y = rng.choice(np.array([-1.0, 1.0]), size=n)
         v = rng.standard_normal(d)
         v /= np.linalg.norm(v)
-        opt = np.argmax(y[:, None] * (X @ v), axis=1)
+        if scores == "generic":
+            opt = np.argmax(y[:, None] * (X @ v), axis=1)
+        else:
+            opt = rng.randint(T, size=n)
+            X = _equal_score_tokens(X, y, v, opt, score_gap)
         if _feasible(X, z, opt, structure):
             return X, z, y, v, opt
     raise RuntimeError(
@@ -161,6 +217,30 @@ def make_max_margin_attention_data(
         f"draws with n_samples={n}, n_tokens={T}, dim={d}; use fewer samples or "
         "tokens, or a larger dim."
     )
+
+
+def _equal_score_tokens(G, y, v, opt, score_gap):
+    """Unit tokens with scores ``y_i v^T x_it`` of ``score_gap`` at ``opt_i``, 0 else.
+
+    ``G`` (n, T, d) are Gaussian draws; their components along the unit ``v``
+    are removed and the rest normalised, giving ``u_it`` uniform on the unit
+    sphere of ``v``'s complement. The projection is applied twice: after one,
+    ``v^T u`` keeps a rounding error proportional to ``|v^T g|``, after two it
+    is at the rounding level of a unit vector.
+    """
+    n, T, _ = G.shape
+    U = G - (G @ v)[..., None] * v
+    U -= (U @ v)[..., None] * v
+    U /= np.linalg.norm(U, axis=2, keepdims=True)
+    level = np.zeros((n, T))
+    level[np.arange(n), opt] = score_gap
+    X = (y[:, None] * level)[..., None] * v + np.sqrt(1.0 - level**2)[..., None] * U
+    if not np.array_equal(np.argmax(y[:, None] * (X @ v), axis=1), opt):
+        raise ValueError(
+            f"score_gap={score_gap!r} is below the float64 resolution of the "
+            "scores: the optimal tokens would not have the largest ones."
+        )
+    return X
 
 
 # -- log-domain loss and gradient ------------------------------------------------------

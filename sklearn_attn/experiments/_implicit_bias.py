@@ -19,6 +19,14 @@ Each run is compared with the SVMs of the tokens it selects in the end
 the optimal tokens, otherwise a locally optimal selection (``reached`` says
 which). Norm ratios are ``||W||_* / margin(W)`` (or ``||W||_F / margin(W)``)
 divided by the optimal value, so 1 is optimal.
+
+The theorem of Sheen et al. assumes that every non-optimal token has the same
+score ``y_i v^T x_{i,t}`` and the optimal one a larger score; the generic
+Gaussian tokens above do not satisfy it. The theorem study trains both
+parametrizations of full matrices on instances that do
+(``make_max_margin_attention_data(..., scores="equal")``), many seeds in one
+vectorised loop, and compares them with the SVMs of the optimal tokens, beside
+the same measures of the generic full-matrix runs.
 """
 
 from __future__ import annotations
@@ -64,6 +72,20 @@ INITS = {
     "aligned/nuclear_svm": ("aligned", "nuclear_svm"),
     "aligned/gradient": ("aligned", "gradient"),
 }
+# Final measures of the theorem study, per seed (see run_implicit_bias).
+THEOREM_MEASURES = (
+    "corr_nuc_opt",
+    "corr_fro_opt",
+    "corr_nuc_opt_reached",
+    "corr_fro_opt_reached",
+    "ratio_nuc_opt",
+    "ratio_fro_opt",
+    "rank",
+    "rank_svm_nuc",
+    "rank_svm_fro",
+    "score_gap_min",
+    "nonopt_score_spread",
+)
 # Final measures of the aligned study, per seed (see run_implicit_bias).
 MEASURES = (
     "corr_nuc",
@@ -111,6 +133,11 @@ _DEFAULT_CONFIG = {
         "inits": tuple(INITS),
         "drop": ((1e-2, "aligned/gradient"),),
     },
+    # Full matrices (the sizes of "full") on instances with equal non-optimal
+    # scores and a margin of score_gap for the optimal token, the theorem's
+    # assumption; trained with the settings above, 100 seeds in one batch per
+    # parametrization.
+    "theorem": {"n_seeds": 100, "score_gap": 0.5},
 }
 
 _QUICK_CONFIG = {
@@ -125,6 +152,7 @@ _QUICK_CONFIG = {
         "inits": tuple(INITS),
         "drop": (),
     },
+    "theorem": {"n_seeds": 10, "score_gap": 0.5},
 }
 
 
@@ -145,6 +173,33 @@ def _draw(structure, cfg, n_seeds, random_state):
             )
         )
     return data
+
+
+def _draw_theorem(cfg, n_seeds, random_state):
+    """Full-matrix instances with equal non-optimal scores (the theorem's setting).
+
+    Their data seeds are keyed apart from those of both structures, so the
+    instances are independent of the generic ones.
+    """
+    data = []
+    for seed in range(n_seeds):
+        data_seed, _ = seed_pair(random_state, len(STRUCTURES), seed)
+        data.append(
+            make_max_margin_attention_data(
+                **cfg["full"],
+                structure="full",
+                scores="equal",
+                score_gap=cfg["theorem"]["score_gap"],
+                random_state=data_seed,
+            )
+        )
+    return data
+
+
+def _theorem_weight_seed(random_state, parametrization):
+    """The initialisation seed of a theorem-study run (keyed apart from the rest)."""
+    keys = (len(STRUCTURES) + 1, PARAMETRIZATIONS.index(parametrization))
+    return seed_pair(random_state, *keys)[1]
 
 
 def _weight_seed(random_state, structure, parametrization, init_name, init_scale):
@@ -168,14 +223,20 @@ def _train(
     random_state,
     init_name=None,
     init_scale=None,
+    seed=None,
 ):
     """One vectorised run over all seeds.
 
     ``init_name=None``: the reproduction's run (random start at
-    ``cfg["init_scale"]``, log-spaced checkpoints). Otherwise a run of the
-    aligned study from the start ``INITS[init_name]`` at ``init_scale``,
-    recorded at the first and last steps only.
+    ``cfg["init_scale"]``, log-spaced checkpoints), initialised from ``seed``
+    if given (the theorem study) or from the reproduction's seed. Otherwise a
+    run of the aligned study from the start ``INITS[init_name]`` at
+    ``init_scale``, recorded at the first and last steps only.
     """
+    if seed is None:
+        seed = _weight_seed(
+            random_state, structure, parametrization, init_name, init_scale
+        )
     stacked = [np.stack(a) for a in zip(*data, strict=True)][:4]
     if init_name is None:
         init, init_basis = INITS["random"]
@@ -195,9 +256,7 @@ def _train(
         init=init,
         init_basis=init_basis,
         checkpoints=checkpoints,
-        random_state=_weight_seed(
-            random_state, structure, parametrization, init_name, init_scale
-        ),
+        random_state=seed,
     )
 
 
@@ -284,24 +343,17 @@ def _aligned_rows(init_scale, parametrization, init_name, data, result, cfg, cac
     return rows
 
 
-def _summary(rows):
-    """Mean / std / min / max over seeds per start scale, parametrization, start."""
+def _summary(rows, by=("init_scale", "parametrization", "init"), measures=MEASURES):
+    """Mean / std / min / max over seeds of ``measures`` per value of the ``by``
+    columns (by default per start scale, parametrization and start)."""
     out = []
-    keys = dict.fromkeys(
-        (r["init_scale"], r["parametrization"], r["init"]) for r in rows
-    )
+    keys = dict.fromkeys(tuple(r[name] for name in by) for r in rows)
     for key in keys:
-        sel = [
-            r for r in rows if (r["init_scale"], r["parametrization"], r["init"]) == key
-        ]
-        line = {
-            "init_scale": key[0],
-            "parametrization": key[1],
-            "init": key[2],
-            "n_seeds": len(sel),
-            "n_reached": int(sum(r["reached"] for r in sel)),
-        }
-        for name in MEASURES:
+        sel = [r for r in rows if tuple(r[name] for name in by) == key]
+        line = dict(zip(by, key, strict=True))
+        line["n_seeds"] = len(sel)
+        line["n_reached"] = int(sum(r["reached"] for r in sel))
+        for name in measures:
             values = np.array([r[name] for r in sel], dtype=float)
             finite = values[np.isfinite(values)]
             line[f"{name}_n"] = int(finite.size)
@@ -329,17 +381,26 @@ def _aligned_runs(cfg):
     ]
 
 
-def _evaluate(structure, parametrization, data, result, cfg, cache):
-    """Per-checkpoint and final measurements of one batched run."""
+def _evaluate(structure, parametrization, data, result, cfg, cache, tokens="selected"):
+    """Per-checkpoint and final measurements of one batched run.
+
+    Against the SVMs of the tokens each run selects (``tokens="selected"``,
+    Tarzanagh et al.'s protocol) or of the optimal tokens (``"optimal"``, the
+    theorem's reference; the ratios are NaN while a run's margin for them is
+    not positive).
+    """
     n_seeds = len(data)
     corr = np.empty((2, n_seeds, len(result.iterations)))
     ratio = np.full_like(corr, np.nan)
     finals, spectra = [], []
     for b, instance in enumerate(data):
         selected = result.selected_tokens[b]
-        (W_nuc, nuc), (W_fro, fro) = _svms(structure, instance, selected, cfg, cache, b)
+        reference = selected if tokens == "selected" else instance[4]
+        (W_nuc, nuc), (W_fro, fro) = _svms(
+            structure, instance, reference, cfg, cache, b
+        )
         W = result.W[b]
-        margin = _margins(W, instance, selected)
+        margin = _margins(W, instance, reference)
         positive = margin > 0
         for k, (W_svm, value, norms) in enumerate(
             (
@@ -417,6 +478,62 @@ def _evaluate(structure, parametrization, data, result, cfg, cache):
     return traj, finals, spectra
 
 
+def _theorem_rows(scores, data, finals):
+    """Per-seed rows of the theorem study from ``_evaluate(..., tokens="optimal")``.
+
+    The correlations are repeated as ``*_reached``, NaN for a run that does
+    not select the optimal tokens: the theorem's conclusion is conditional on
+    reaching them, and its summary is taken over those runs (as the ratios,
+    NaN without a positive margin, are). Also the instance's scores
+    ``gamma_it = y_i v^T x_it``: the smallest margin of an optimal token over
+    the best other one, and the largest spread of the non-optimal scores
+    within a sequence (0, up to rounding, in the theorem's setting).
+    """
+    rows = []
+    for instance, final in zip(data, finals, strict=True):
+        X, _, y, v, opt = instance
+        n = len(opt)
+        gamma = y[:, None] * (X @ v)
+        others = np.ones(gamma.shape, dtype=bool)
+        others[np.arange(n), opt] = False
+        rest = gamma[others].reshape(n, -1)
+        reached = final["reached"]
+        rows.append(
+            {
+                "scores": scores,
+                "parametrization": final["parametrization"],
+                "seed": final["seed"],
+                "reached": final["reached"],
+                "corr_nuc_opt": final["corr_nuc"],
+                "corr_fro_opt": final["corr_fro"],
+                "corr_nuc_opt_reached": final["corr_nuc"] if reached else np.nan,
+                "corr_fro_opt_reached": final["corr_fro"] if reached else np.nan,
+                "ratio_nuc_opt": final["ratio_nuc"],
+                "ratio_fro_opt": final["ratio_fro"],
+                "svm_nuc": final["svm_nuc"],
+                "svm_fro": final["svm_fro"],
+                "rank": final["rank"],
+                "rank_svm_nuc": final["rank_svm_nuc"],
+                "rank_svm_fro": final["rank_svm_fro"],
+                "score_gap_min": float(np.min(gamma[np.arange(n), opt] - rest.max(1))),
+                "nonopt_score_spread": float(np.max(rest.max(1) - rest.min(1))),
+                "log10_excess_loss": final["log10_excess_loss"],
+                "selected": final["selected"],
+            }
+        )
+    return rows
+
+
+def _positive_count(name, value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or (value < 1)
+    ):
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)
+
+
 def _spectra_rows(structure, spectra_by_par):
     rows = []
     sources = {}
@@ -457,17 +574,23 @@ def run_implicit_bias(
     full weights); both parametrizations are trained on all seeds at once
     (one vectorised loop per structure and parametrization) and measured at
     log-spaced checkpoints against the nuclear-norm (l1) and Frobenius-norm
-    (l2) max-margin solutions of the tokens each run selects.
+    (l2) max-margin solutions of the tokens each run selects. The theorem
+    study (``config["theorem"]``) does the same for full matrices on
+    instances of the theorem's setting, equal non-optimal scores and a margin
+    ``score_gap`` for the optimal token, against the SVMs of the optimal
+    tokens.
 
     Parameters
     ----------
     quick : bool, default=False
-        Reduced settings (3 seeds, 4000 steps of 3%): 14 s on two cores at
-        a load of 5, the aligned study included. The default (20 seeds,
-        80000 steps of 1%, 12 training runs) took 296 s at a load of 5.
+        Reduced settings (3 seeds, 10 in the theorem study, 4000 steps of
+        3%) instead of the default (20 seeds, 100 in the theorem study,
+        80000 steps of 1%); :doc:`/user_guide/reproducing` gives their
+        running times.
     n_seeds : int, default=None
-        Number of instances per structure; ``None`` uses the setting's
-        default (20, or 3 with ``quick``).
+        Number of instances per structure and in the theorem study; ``None``
+        uses the settings' defaults (``config["n_seeds"]`` and
+        ``config["theorem"]["n_seeds"]``).
     random_state : int, default=0
         Master seed; data and initialisation seeds derive from it.
     progress : callable, None or False, default=None
@@ -513,7 +636,24 @@ def run_implicit_bias(
         at the reproduction's ``init_scale`` is its full-matrix run.
         ``"aligned"``: per start scale, parametrization and start, mean /
         std / min / max over seeds of each measure (``*_n`` counts the finite
-        values), ``n_seeds`` and ``n_reached``.
+        values), ``n_seeds`` and ``n_reached``. ``"theorem_final"``: full
+        matrices, one row per token scores ``scores`` (``"equal"``: the
+        theorem study's instances; ``"generic"``: the full-matrix runs above),
+        parametrization and seed, at the last step, against the SVMs of the
+        optimal tokens: ``corr_nuc_opt``, ``corr_fro_opt``, the same as
+        ``corr_nuc_opt_reached`` and ``corr_fro_opt_reached`` (NaN unless the
+        run selects the optimal tokens), ``ratio_nuc_opt``,
+        ``ratio_fro_opt`` (NaN unless the margin is positive), the SVM optima
+        ``svm_nuc`` and ``svm_fro``, the ranks, the instance's smallest
+        margin of an optimal score over the others ``score_gap_min`` and
+        largest spread of the non-optimal scores ``nonopt_score_spread``,
+        ``reached``, ``log10_excess_loss`` and ``selected``. ``"theorem"``:
+        per ``scores`` and parametrization, mean / std / min / max over seeds
+        of each measure, ``n_seeds`` and ``n_reached``.
+        ``"theorem_trajectories"``: the theorem study's runs per
+        checkpoint, with the columns of ``"trajectories"`` measured against
+        the optimal tokens' SVMs, and ``scores`` and ``score_gap``. The three
+        are empty when ``config["theorem"]`` is ``None``.
 
     See Also
     --------
@@ -525,7 +665,8 @@ def run_implicit_bias(
     >>> from sklearn_attn.experiments import run_implicit_bias
     >>> tables = run_implicit_bias(quick=True, progress=False)  # doctest: +SKIP
     >>> sorted(tables)  # doctest: +SKIP
-    ['aligned', 'aligned_final', 'final', 'spectra', 'trajectories']
+    ['aligned', 'aligned_final', 'final', 'spectra', 'theorem', 'theorem_final',
+     'theorem_trajectories', 'trajectories']
     """
     cfg = default_implicit_bias_config(quick)
     for key, value in (config or {}).items():
@@ -533,19 +674,24 @@ def run_implicit_bias(
             cfg[key].update(value)
         else:
             cfg[key] = value
-    n_seeds = cfg["n_seeds"] if n_seeds is None else n_seeds
-    if (
-        isinstance(n_seeds, bool)
-        or not isinstance(n_seeds, (int, np.integer))
-        or (n_seeds < 1)
-    ):
-        raise ValueError(f"n_seeds must be a positive integer; got {n_seeds!r}.")
+    theorem = cfg.get("theorem") or None
+    if n_seeds is not None:
+        n_seeds = _positive_count("n_seeds", n_seeds)
+    n_theorem = 0
+    if theorem:
+        n_theorem = _positive_count(
+            "config['theorem']['n_seeds']",
+            theorem["n_seeds"] if n_seeds is None else n_seeds,
+        )
+    n_seeds = _positive_count("n_seeds", cfg["n_seeds"] if n_seeds is None else n_seeds)
     report = Progress(progress, prefix="[implicit-bias] ")
     report(
-        f"{n_seeds} seeds, {cfg['n_iter']} steps of {cfg['optimizer']} "
-        f"(learning_rate={cfg['learning_rate']}), {cfg['loss']} loss"
+        f"{n_seeds} seeds ({n_theorem} in the theorem's setting), {cfg['n_iter']} "
+        f"steps of {cfg['optimizer']} (learning_rate={cfg['learning_rate']}), "
+        f"{cfg['loss']} loss"
     )
-    data = {s: _draw(s, cfg, int(n_seeds), random_state) for s in STRUCTURES}
+    data = {s: _draw(s, cfg, n_seeds, random_state) for s in STRUCTURES}
+    theorem_data = _draw_theorem(cfg, n_theorem, random_state) if theorem else []
     report("drew the instances")
     jobs = [(s, p) for s in STRUCTURES for p in PARAMETRIZATIONS]
     # The aligned study's random start at the reproduction's scale is the
@@ -557,18 +703,39 @@ def run_implicit_bias(
         if run[2] == "random" and run[0] == float(cfg["init_scale"])
     ]
     extra = [run for run in aligned if run not in own]
-    tasks = [(_train, s, p, data[s], cfg, random_state) for s, p in jobs]
+    # The theorem's runs (the most seeds, the longest) go first, so that
+    # parallel workers do not wait for them at the end.
+    tasks = [
+        (
+            _train,
+            "full",
+            p,
+            theorem_data,
+            cfg,
+            random_state,
+            None,
+            None,
+            _theorem_weight_seed(random_state, p),
+        )
+        for p in (PARAMETRIZATIONS if theorem else ())
+    ]
+    n_first = len(tasks)
+    tasks += [(_train, s, p, data[s], cfg, random_state) for s, p in jobs]
     tasks += [
         (_train, "full", p, data["full"], cfg, random_state, name, scale)
         for scale, p, name in extra
     ]
     results = list(run_tasks(tasks, n_jobs=n_jobs))
+    theorem_results, results = results[:n_first], results[n_first:]
     tables = {
         "trajectories": [],
         "final": [],
         "spectra": [],
         "aligned": [],
         "aligned_final": [],
+        "theorem": [],
+        "theorem_final": [],
+        "theorem_trajectories": [],
     }
     caches = {}
     for s in STRUCTURES:
@@ -603,6 +770,38 @@ def run_implicit_bias(
             f"{last['n_reached']}/{last['n_seeds']}"
         )
     tables["aligned"] = _summary(tables["aligned_final"])
+    if theorem:
+        cache = caches.setdefault("theorem", {})
+        for p, result in zip(PARAMETRIZATIONS, theorem_results, strict=True):
+            traj, finals, _ = _evaluate(
+                "full", p, theorem_data, result, cfg, cache, tokens="optimal"
+            )
+            tables["theorem_trajectories"] += [
+                {"scores": "equal", "score_gap": theorem["score_gap"], **row}
+                for row in traj
+            ]
+            tables["theorem_final"] += _theorem_rows("equal", theorem_data, finals)
+        # The contrast: the reproduction's full-matrix runs on generic tokens,
+        # measured against the SVMs of their optimal tokens.
+        for p in PARAMETRIZATIONS:
+            result = results[jobs.index(("full", p))]
+            _, finals, _ = _evaluate(
+                "full", p, data["full"], result, cfg, caches["full"], tokens="optimal"
+            )
+            tables["theorem_final"] += _theorem_rows("generic", data["full"], finals)
+        tables["theorem"] = _summary(
+            tables["theorem_final"],
+            by=("scores", "parametrization"),
+            measures=THEOREM_MEASURES,
+        )
+        for row in tables["theorem"]:
+            report(
+                f"full {row['parametrization']}, {row['scores']} scores: optimal "
+                f"tokens {row['n_reached']}/{row['n_seeds']}, corr(nuclear SVM of "
+                f"the optimal tokens) {row['corr_nuc_opt_mean']:.4f} (min "
+                f"{row['corr_nuc_opt_min']:.4f}), corr(Frobenius SVM) "
+                f"{row['corr_fro_opt_mean']:.4f} (min {row['corr_fro_opt_min']:.4f})"
+            )
     report("done")
     return tables
 
@@ -625,7 +824,11 @@ def format_implicit_bias_summary(tables):
         against the SVMs', and how many runs selected the optimal tokens.
         Then, when the tables have them, the aligned study's rows (full
         matrices): mean ± std and worst over seeds of the correlations and
-        norm ratios per start scale, parametrization and start.
+        norm ratios per start scale, parametrization and start. Then the
+        theorem study's rows (full matrices, equal non-optimal scores, and the
+        generic tokens as the contrast): how many runs selected the optimal
+        tokens, and mean ± std (worst) over seeds of the correlations with the
+        optimal tokens' SVMs and of the norm ratios.
     """
     lines = []
     rows = tables.get("final") or []
@@ -671,18 +874,62 @@ def format_implicit_bias_summary(tables):
     )
     if tables.get("aligned"):
         text += "\n\n" + _format_aligned(tables["aligned"])
+    if tables.get("theorem"):
+        text += "\n\n" + _format_theorem(tables["theorem"])
     return text
+
+
+def _spread_cell(row, name, worst="min"):
+    """``mean ± std (worst)`` of one measure of a summary row."""
+    n = row[f"{name}_n"]
+    value = _mean_spread(row[f"{name}_mean"], row[f"{name}_std"], n, digits=4)
+    if n > 1:
+        value += f" ({worst} {row[f'{name}_{worst}']:.4f})"
+    return value
+
+
+def _format_theorem(summary):
+    """The theorem study: optimal tokens reached, correlations and norm ratios."""
+    header = [
+        "scores",
+        "weights",
+        "optimal tokens",
+        "corr nuc (opt)",
+        "corr fro (opt)",
+        "corr nuc, reached",
+        "corr fro, reached",
+        "||W||_*/m / opt",
+        "||W||_F/m / opt",
+        "rank W / nuc / fro",
+    ]
+    lines = [
+        [
+            row["scores"],
+            row["parametrization"],
+            f"{row['n_reached']}/{row['n_seeds']}",
+            _spread_cell(row, "corr_nuc_opt"),
+            _spread_cell(row, "corr_fro_opt"),
+            _spread_cell(row, "corr_nuc_opt_reached"),
+            _spread_cell(row, "corr_fro_opt_reached"),
+            _spread_cell(row, "ratio_nuc_opt", "max"),
+            _spread_cell(row, "ratio_fro_opt", "max"),
+            f"{row['rank_mean']:.1f} / {row['rank_svm_nuc_mean']:.1f} / "
+            f"{row['rank_svm_fro_mean']:.1f}",
+        ]
+        for row in summary
+    ]
+    seeds = _seeds_text(row["n_seeds"] for row in summary)
+    return (
+        "The theorem's setting (full matrices; 'equal': every non-optimal token "
+        "has the same score, 'generic': the runs above), mean ± std (worst) over "
+        f"{seeds}, against the SVMs of the optimal tokens; 'reached' and the norm "
+        "ratios: over the runs that select them\n" + format_table(header, lines)
+    )
 
 
 def _format_aligned(summary):
     """The aligned study: mean ± std (worst) over seeds per scale and start."""
-
-    def cell(row, name, worst="min"):
-        n = row[f"{name}_n"]
-        value = _mean_spread(row[f"{name}_mean"], row[f"{name}_std"], n, digits=4)
-        if n > 1:
-            value += f" ({worst} {row[f'{name}_{worst}']:.4f})"
-        return value
+    cell = _spread_cell
 
     header = [
         "init_scale",
@@ -771,11 +1018,17 @@ def plot_implicit_bias(tables, path=None):
     :math:`\|W\|_* / \mathrm{margin}` and :math:`\|W\|_F / \mathrm{margin}`
     over their optima, once every run has a positive margin; and the
     singular values of ``W / margin`` at the end against those of the SVM
-    solutions (for diagonal weights: the sorted :math:`|w_j|`). Colour is the
-    parametrization; solid lines refer to the nuclear (:math:`\ell_1`) SVM,
-    dashed ones to the Frobenius (:math:`\ell_2`) SVM. Bands (± one std or
-    quartiles) only over several seeds. One legend for the figure, below the
-    panels; the title states the sizes and the number of seeds.
+    solutions (for diagonal weights: the sorted :math:`|w_j|`). When the
+    tables hold the theorem study, a last row shows the same three panels for
+    its runs (full matrices, equal non-optimal scores, against the SVMs of the
+    optimal tokens) and, per seed in increasing order, the distance ``1 -
+    corr`` of each run from its predicted limit (separate: the nuclear-norm
+    SVM, combined: the Frobenius one) on those instances (solid) and on the
+    generic ones (dotted). Colour is the parametrization; solid lines refer to
+    the nuclear (:math:`\ell_1`) SVM, dashed ones to the Frobenius
+    (:math:`\ell_2`) SVM. Bands (± one std or quartiles) only over several
+    seeds. One legend for the figure, below the panels; the title states the
+    sizes and the number of seeds.
 
     matplotlib is imported here, not with the module; no pyplot state is used.
 
@@ -800,57 +1053,40 @@ def plot_implicit_bias(tables, path=None):
     """
     traj = tables.get("trajectories") or []
     spectra = tables.get("spectra") or []
+    theorem = tables.get("theorem_trajectories") or []
     structures = [s for s in STRUCTURES if any(r["structure"] == s for r in traj)]
-    n_rows = max(len(structures), 1)
+    # (rows, structure, name of the row) per row of panels; the theorem study
+    # (full matrices, equal non-optimal scores) last.
+    panels = [(traj, s, f"{s} $W$") for s in structures]
+    if theorem:
+        panels.append((theorem, "full", "full $W$, equal scores"))
+    n_rows = max(len(panels), 1)
     fig = _figure(14.0, 3.3 * n_rows + 1.2)
     axes = fig.subplots(n_rows, 4, squeeze=False)
     sizes = []
-    for i, s in enumerate(structures):
+    for i, (rows_all, s, name) in enumerate(panels):
         ax_loss, ax_corr, ax_ratio, ax_sv = axes[i]
-        rows_s = [r for r in traj if r["structure"] == s and r["iteration"] > 0]
-        last = max(r["iteration"] for r in rows_s)
+        rows_s = [r for r in rows_all if r["structure"] == s and r["iteration"] > 0]
         first = rows_s[0]
-        sizes.append(
-            f"{s}: $n = {first.get('n_samples', '?')}$, "
-            f"$T = {first.get('n_tokens', '?')}$, $d = {first.get('dim', '?')}$"
-        )
-        ax_loss.set_yscale("log")
-        ax_loss.set_autoscaley_on(False)  # _loss_gap_axis sets the limits
-        reached = []
-        for p in PARAMETRIZATIONS:
-            rows = sorted(
-                (r for r in rows_s if r["parametrization"] == p),
-                key=lambda r: r["iteration"],
+        if rows_all is traj:
+            sizes.append(
+                f"{s}: $n = {first.get('n_samples', '?')}$, "
+                f"$T = {first.get('n_tokens', '?')}$, $d = {first.get('dim', '?')}$"
             )
-            if not rows:
-                continue
-            _plot_trajectories(ax_loss, ax_corr, ax_ratio, rows, p)
-            reached.append(f"{p} {rows[-1]['n_reached']}/{rows[-1]['n_seeds']}")
-        for ax in (ax_loss, ax_corr, ax_ratio):
-            ax.set_xlim(1, last * 1.2)
-            _log_axis(ax, "x")
-            ax.set_xlabel("iteration")
-            ax.grid(True, which="major", alpha=0.3)
-        nuc, fro = _SVM_LABEL[s]
-        _loss_gap_axis(ax_loss)
-        ax_loss.set_ylabel(r"$-\log_{10}(L - L^*)$")
-        ax_loss.set_title(
-            f"{s} $W$: loss gap $L - L^* = 10^{{-y}}$\n"
-            f"reaching $L^*$: {', '.join(reached)}",
-            fontsize=9,
-        )
-        ax_corr.set_ylim(max(0.0, ax_corr.get_ylim()[0]), 1.01)
-        ax_corr.set_ylabel("correlation with the SVM solution")
-        ax_corr.set_title(f"{s} $W$ vs {nuc} (solid), {fro} (dashed) SVM", fontsize=9)
-        ax_ratio.set_ylim(0.95, 3.0)
-        _log_axis(ax_ratio, "y", ticks=(1.0, 1.25, 1.5, 2.0, 3.0))
-        ax_ratio.axhline(1.0, color="k", linewidth=0.8)
-        ax_ratio.set_ylabel("norm / margin over its optimum")
-        ax_ratio.set_title("norm / margin, once all margins > 0", fontsize=9)
-        _plot_spectra(ax_sv, [r for r in spectra if r["structure"] == s], s)
-    n_seeds = _seeds_text(r["n_seeds"] for r in traj)
-    several = any(r["n_seeds"] > 1 for r in traj)
-    steps = max((r["iteration"] for r in traj), default=0)
+        else:
+            sizes.append(
+                f"equal scores: the full sizes, score gap {first['score_gap']:g}, "
+                "against the optimal tokens' SVMs"
+            )
+        _plot_training_row(ax_loss, ax_corr, ax_ratio, rows_s, s, name)
+        if rows_all is traj:
+            _plot_spectra(ax_sv, [r for r in spectra if r["structure"] == s], s)
+        else:
+            _plot_theorem_ends(ax_sv, tables.get("theorem_final") or [])
+    counted = traj + theorem
+    n_seeds = _seeds_text(r["n_seeds"] for r in counted)
+    several = any(r["n_seeds"] > 1 for r in counted)
+    steps = max((r["iteration"] for r in counted), default=0)
     _caption(
         fig,
         "Implicit bias of softmax attention (Sheen et al., 2024): separate "
@@ -863,6 +1099,102 @@ def plot_implicit_bias(tables, path=None):
     _figure_legend(fig, ncols=4, order=list(_LABELS.values()))
     _save(fig, path)
     return fig
+
+
+def _plot_training_row(ax_loss, ax_corr, ax_ratio, rows_s, s, name):
+    """Loss gap, correlations and norm ratios of one row against the iteration.
+
+    ``name`` (e.g. ``"full $W$"``) heads the titles; a long one gets a line of
+    its own.
+    """
+    last = max(r["iteration"] for r in rows_s)
+    ax_loss.set_yscale("log")
+    ax_loss.set_autoscaley_on(False)  # _loss_gap_axis sets the limits
+    reached = []
+    for p in PARAMETRIZATIONS:
+        rows = sorted(
+            (r for r in rows_s if r["parametrization"] == p),
+            key=lambda r: r["iteration"],
+        )
+        if not rows:
+            continue
+        _plot_trajectories(ax_loss, ax_corr, ax_ratio, rows, p)
+        reached.append(f"{p} {rows[-1]['n_reached']}/{rows[-1]['n_seeds']}")
+    for ax in (ax_loss, ax_corr, ax_ratio):
+        ax.set_xlim(1, last * 1.2)
+        _log_axis(ax, "x")
+        ax.set_xlabel("iteration")
+        ax.grid(True, which="major", alpha=0.3)
+    nuc, fro = _SVM_LABEL[s]
+    _loss_gap_axis(ax_loss)
+    ax_loss.set_ylabel(r"$-\log_{10}(L - L^*)$")
+    ax_loss.set_title(
+        f"{name}: loss gap $L - L^* = 10^{{-y}}$\nreaching $L^*$: {', '.join(reached)}",
+        fontsize=9,
+    )
+    ax_corr.set_ylim(max(0.0, ax_corr.get_ylim()[0]), 1.01)
+    ax_corr.set_ylabel("correlation with the SVM solution")
+    against = f"vs {nuc} (solid), {fro} (dashed) SVM"
+    ax_corr.set_title(
+        f"{name} {against}" if len(name) < 16 else f"{name}\n{against}", fontsize=9
+    )
+    ax_ratio.set_ylim(0.95, 3.0)
+    _log_axis(ax_ratio, "y", ticks=(1.0, 1.25, 1.5, 2.0, 3.0))
+    ax_ratio.axhline(1.0, color="k", linewidth=0.8)
+    ax_ratio.set_ylabel("norm / margin over its optimum")
+    ax_ratio.set_title("norm / margin, once all margins > 0", fontsize=9)
+
+
+# The theorem's limit of each parametrization: the SVM whose correlation the
+# last panel of the theorem row shows.
+_THEOREM_LIMIT = {"separate": "corr_nuc_opt", "combined": "corr_fro_opt"}
+# In that panel: the theorem study's instances ("equal" scores) solid, the
+# reproduction's full-matrix ones ("generic") dotted.
+_SCORES_STYLE = {"equal": "-", "generic": ":"}
+_GENERIC_LABELS = {
+    p: f"{label}, generic tokens (last panel)" for p, label in _LABELS.items()
+}
+
+
+def _plot_theorem_ends(ax, final):
+    """``1 - corr`` with each parametrization's predicted SVM, per seed, sorted.
+
+    Separate ``(K, Q)`` against the optimal tokens' nuclear-norm SVM, combined
+    ``W`` against their Frobenius one, on the theorem's instances (solid) and
+    on the generic ones (dotted, with entries of their own in the figure's
+    legend); seeds in increasing order of the distance, as a fraction of the
+    seeds.
+    """
+    ax.set_yscale("log")
+    for p, column in _THEOREM_LIMIT.items():
+        for scores, style in _SCORES_STYLE.items():
+            values = np.sort(
+                [
+                    1.0 - r[column]
+                    for r in final
+                    if r["parametrization"] == p and r["scores"] == scores
+                ]
+            )
+            if values.size == 0:
+                continue
+            _curve(
+                ax,
+                (np.arange(values.size) + 0.5) / values.size,
+                values,
+                color=_COLORS[p],
+                linestyle=style,
+                marker=None if values.size >= 3 else "o",
+                label=_LABELS[p] if scores == "equal" else _GENERIC_LABELS[p],
+            )
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("fraction of the seeds")
+    ax.set_ylabel("1 - correlation")
+    ax.set_title(
+        "at the end: $(K, Q)$ vs nuclear, $W$ vs Frobenius SVM\nof the optimal "
+        "tokens, per seed (sorted)",
+        fontsize=9,
+    )
+    ax.grid(True, which="major", alpha=0.3)
 
 
 def _plot_trajectories(ax_loss, ax_corr, ax_ratio, rows, p):
