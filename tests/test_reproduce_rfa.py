@@ -478,3 +478,23 @@ def test_reproduce_rfa_writes_every_table(tmp_path, monkeypatch, capsys):
     assert "Degree table" in captured.out and "Softmax inverse" in captured.out
     if HAS_MATPLOTLIB:
         assert (tmp_path / "rfa.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_committed_width_check_finds_the_same_n_star():
+    """The guide states that the width does not decide n*: the committed
+    sample-complexity cells at twice the width (``bench_rfa_claims.py --parts
+    width``) have the n* of the committed default run, cell by cell."""
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    wide = json.loads((results / "rfa_claims.json").read_text())["parts"]["width"]
+    _, default = read_csv(results / "reproduce" / "rfa" / "rfa_scaling.csv")
+    default = {(r["model"], int(r["d"]), int(r["N"])): r for r in default}
+    rows = wide["tables"]["scaling"]
+    assert rows and wide["config"]["scaling"]["width"] == 2 * 8192
+    for row in rows:
+        same = default[row["model"], row["d"], row["N"]]
+        assert row["n_params"] > int(same["n_params"])
+        expected = same["n_star_median"]
+        assert row["n_star_median"] == (float(expected) if expected else None), row
