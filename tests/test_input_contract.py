@@ -335,13 +335,19 @@ def _mp_relu_moment(m1, m2, s1, s2, rho):
     s2 sqrt(1 - rho^2), whose E[relu] is s pdf(m / s) + m cdf(m / s)."""
     mp = pytest.importorskip("mpmath").mp
     r = mp.sqrt(1 - rho**2)
+    points = [-m1 / s1, mp.inf]
+    if r == 0:  # U' = m2 + s2 Z: a second kink, where it crosses 0
+        points.insert(1, max(points[0], -m2 / s2))
 
     def integrand(z):
         mean, std = m2 + s2 * rho * z, s2 * r
-        inner = std * mp.npdf(mean / std) + mean * mp.ncdf(mean / std)
+        if std == 0:
+            inner = max(mean, 0)
+        else:
+            inner = std * mp.npdf(mean / std) + mean * mp.ncdf(mean / std)
         return (m1 + s1 * z) * inner * mp.npdf(z)
 
-    return mp.quad(integrand, [-m1 / s1, mp.inf])
+    return mp.quad(integrand, points)
 
 
 def _mp_attention_kernel(X, Y, mu):
@@ -357,7 +363,6 @@ def _mp_attention_kernel(X, Y, mu):
     mpmath = pytest.importorskip("mpmath")
     mp = mpmath.mp
     d = X.shape[2]
-    s2 = mp.mpf(1) / d
 
     def tokens(A):
         return [[[mp.mpf(float(v)) for v in t] + [mp.mpf(1)] for t in a] for a in A]
@@ -393,6 +398,7 @@ def _mp_attention_kernel(X, Y, mu):
         return mp.fsum(terms) / (len(x) - 1)
 
     with mpmath.workdps(20):
+        s2 = mp.mpf(1) / d
         X, Y = tokens(X), tokens(Y)
         K = np.array([[float(entry(x, y)) for y in Y] for x in X])
         scale = float(max(bound(x) for x in X) * max(bound(y) for y in Y))

@@ -123,9 +123,9 @@ def _out_of_range(estimator, what, X_max, detail):
         advice = (
             "With qk_bias=True the scores hold a constant 1 beside the tokens, so "
             "the scale of X changes the model, not only the kernel's scale: "
-            "standardise the tokens (e.g. divide X by its largest absolute "
-            "entry), or set qk_bias=False for a model whose features are "
-            "positively homogeneous in X."
+            "rescale the tokens to a moderate size (e.g. divide X by its largest "
+            "absolute entry), or set qk_bias=False for a model whose features "
+            "are positively homogeneous in X."
         )
     else:
         advice = (
