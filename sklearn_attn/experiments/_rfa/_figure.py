@@ -342,22 +342,20 @@ def _plot_ratios(ax, rows):
     _log_axis(ax, "y")
 
 
-def _plot_gamma(ax, rows):
-    """BiasedRFA / RFA against gamma, a shade per n."""
+def _ratio_against(ax, rows, x_of, column, title, xlabel):
+    """BiasedRFA's paired error ratio to RFA (``column``) against ``x_of(row)``,
+    a shade per n."""
     sizes = sorted({r["n_train"] for r in rows})
     shades = np.linspace(0.35, 1.0, len(sizes)) if len(sizes) > 1 else [1.0]
     ax.set_yscale("log")
     ax.axhline(1.0, color="k", linewidth=0.8)
     for size, shade in zip(sizes, shades, strict=True):
-        sel = sorted(
-            (r for r in rows if r["n_train"] == size),
-            key=lambda r: target_spec(r["target"])["gamma"],
-        )
-        mean = np.array([r["ratio_mean"] for r in sel], dtype=float)
-        std = np.array([r["ratio_std"] for r in sel], dtype=float)
+        sel = sorted((r for r in rows if r["n_train"] == size), key=x_of)
+        mean = np.array([r[f"{column}_mean"] for r in sel], dtype=float)
+        std = np.array([r[f"{column}_std"] for r in sel], dtype=float)
         _curve(
             ax,
-            [target_spec(r["target"])["gamma"] for r in sel],
+            [x_of(r) for r in sel],
             mean,
             low=np.maximum(mean - std, mean * 0.05),
             high=mean + std,
@@ -365,48 +363,35 @@ def _plot_gamma(ax, rows):
             color=_shade(_COLORS["BiasedRFA"], shade),
             label=f"$n = {size}$",
         )
-    ax.set_xlabel(r"$\gamma$ of $\mathrm{mean}_i\, e^{\gamma t_i}$")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("error BiasedRFA / error RFA")
-    ax.set_title(
-        f"BiasedRFA against RFA on $e^{{\\gamma t}}$, $d = {rows[0]['d']}$\n"
-        "(paired; shade: $n$)",
-        fontsize=8,
-    )
+    ax.set_title(f"{title}\n(paired; shade: $n$)", fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
     _log_axis(ax, "y")
+
+
+def _plot_gamma(ax, rows):
+    """BiasedRFA's error ratio to RFA against gamma, a shade per n."""
+    _ratio_against(
+        ax,
+        rows,
+        lambda r: target_spec(r["target"])["gamma"],
+        "ratio",
+        f"BiasedRFA against RFA on $e^{{\\gamma t}}$, $d = {rows[0]['d']}$",
+        r"$\gamma$ of $\mathrm{mean}_i\, e^{\gamma t_i}$",
+    )
 
 
 def _plot_mean_scale(ax, rows):
     """BiasedRFA's error ratio to RFA against mu, a shade per n."""
-    sizes = sorted({r["n_train"] for r in rows})
-    shades = np.linspace(0.35, 1.0, len(sizes)) if len(sizes) > 1 else [1.0]
-    ax.set_yscale("log")
-    ax.axhline(1.0, color="k", linewidth=0.8)
-    for size, shade in zip(sizes, shades, strict=True):
-        sel = sorted(
-            (r for r in rows if r["n_train"] == size), key=lambda r: r["mean_scale"]
-        )
-        mean = np.array([r["ratio_to_rfa_mean"] for r in sel], dtype=float)
-        std = np.array([r["ratio_to_rfa_std"] for r in sel], dtype=float)
-        _curve(
-            ax,
-            [r["mean_scale"] for r in sel],
-            mean,
-            low=np.maximum(mean - std, mean * 0.05),
-            high=mean + std,
-            n_seeds=min(r["n_seeds"] for r in sel),
-            color=_shade(_COLORS["BiasedRFA"], shade),
-            label=f"$n = {size}$",
-        )
-    ax.set_xlabel(r"mean scale $\mu$ (qk_mean_scale; $\mu = 0$ is RFA)")
-    ax.set_ylabel("error BiasedRFA / error RFA")
-    ax.set_title(
-        f"{_target_math(rows[0]['target'])}: below 1, BiasedRFA better\n"
-        "(paired; shade: $n$)",
-        fontsize=8,
+    _ratio_against(
+        ax,
+        rows,
+        lambda r: r["mean_scale"],
+        "ratio_to_rfa",
+        f"{_target_math(rows[0]['target'])}: below 1, BiasedRFA better",
+        r"mean scale $\mu$ (qk_mean_scale; $\mu = 0$ is RFA)",
     )
-    ax.grid(True, which="major", alpha=0.3)
-    _log_axis(ax, "y")
 
 
 def _plot_softmax(ax, rows):
