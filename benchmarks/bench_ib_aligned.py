@@ -56,12 +56,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import machine_info  # noqa: E402
 
-from sklearn_attn.experiments._implicit_bias import (  # noqa: E402
+from sklearn_attn.experiments._implicit_bias._report import (  # noqa: E402
+    _format_aligned,
+)
+from sklearn_attn.experiments._implicit_bias._study import (  # noqa: E402
     INITS,
     PARAMETRIZATIONS,
     _aligned_rows,
     _draw,
-    _format_aligned,
     _summary,
     _train,
     default_implicit_bias_config,

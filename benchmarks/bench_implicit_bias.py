@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import machine_info  # noqa: E402
 
 from sklearn_attn.attention import _max_margin as mm  # noqa: E402
-from sklearn_attn.experiments import _implicit_bias as exp  # noqa: E402
+from sklearn_attn.experiments._implicit_bias import _study as exp  # noqa: E402
 
 TARGETS = {"diagonal_corr": 0.999, "full_nuclear_ratio": 1.05}
 

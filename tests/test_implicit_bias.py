@@ -19,9 +19,9 @@ from sklearn_attn.attention import _implicit_bias as ib
 from sklearn_attn.attention import _max_margin as mm
 from sklearn_attn.attention._implicit_bias import (
     AttentionTrainingResult,
-    make_max_margin_attention_data,
     train_attention_classifier,
 )
+from sklearn_attn.attention._instances import make_max_margin_attention_data
 from sklearn_attn.attention._max_margin import (
     attention_margin,
     max_margin_feasible,

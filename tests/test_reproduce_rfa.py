@@ -15,7 +15,7 @@ from numpy.testing import assert_allclose
 
 from sklearn_attn.__main__ import main
 from sklearn_attn.experiments import _rfa, format_rfa_summary, run_rfa
-from sklearn_attn.experiments._rfa import _study
+from sklearn_attn.experiments._rfa import _curves, _tables
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
@@ -296,7 +296,7 @@ def test_threshold_rows_follow_the_curves(tiny_run):
 def _scaling_errors(model, d, n_keys, seed):
     """The errors of one scaling curve, recomputed by its task."""
     cfg = _rfa.default_config(quick=True)["scaling"] | TINY["scaling"]
-    curves = _study._Curves(2)
+    curves = _curves._Curves(2)
     key = (model, {}, cfg["target"], d, n_keys, cfg["width"], TINY["threshold"])
     curves.need("scaling", cfg["train_sizes"], *key)
     _, (function, *args) = curves.tasks(3, TINY["n_test"])[seed]
@@ -352,7 +352,7 @@ def test_slopes_are_least_squares_fits_of_log_n_star():
     }
     rows = {
         (r["fit"], r["axis"], r["fixed"]): r
-        for r in _study._scaling_slope_rows(n_star, cfg)
+        for r in _tables._scaling_slope_rows(n_star, cfg)
     }
     for seed, capped in ((0, False), (1, False), (1, True)):
         points = [
@@ -396,11 +396,11 @@ def test_slopes_are_least_squares_fits_of_log_n_star():
 
 
 def test_censored_median():
-    assert _study._censored_median([8, 16, 32]) == 16
-    assert _study._censored_median([8, 16]) == 12
-    assert _study._censored_median([8, None, 32]) == 32
-    assert _study._censored_median([8, None]) is None
-    assert _study._censored_median([None, None, 8]) is None
+    assert _tables._censored_median([8, 16, 32]) == 16
+    assert _tables._censored_median([8, 16]) == 12
+    assert _tables._censored_median([8, None, 32]) == 32
+    assert _tables._censored_median([8, None]) is None
+    assert _tables._censored_median([None, None, 8]) is None
 
 
 def test_biased_ratios_are_paired(tiny_run):
@@ -408,14 +408,14 @@ def test_biased_ratios_are_paired(tiny_run):
     the ratio of the means (those differ unless the seeds agree)."""
     tables, _ = tiny_run
     cfg = _rfa.default_config(quick=True)["biased"] | TINY["biased"]
-    curves = _study._Curves(2)
-    _study._request_curves(curves, {"threshold": 0.6, "biased": cfg})
+    curves = _curves._Curves(2)
+    _curves._request_curves(curves, {"threshold": 0.6, "biased": cfg})
     by_key = {}
     for key, (function, *args) in curves.tasks(3, TINY["n_test"]):
         by_key.setdefault(key, []).append(function(*args))
     for key, errors in by_key.items():
         curves.store(key, errors)
-    assert _study._biased_rows(curves, cfg) == tables["biased"]
+    assert _tables._biased_rows(curves, cfg) == tables["biased"]
     row = tables["biased"][0]
     assert row["ratio_mean"] != pytest.approx(row["biased_mean"] / row["rfa_mean"])
 

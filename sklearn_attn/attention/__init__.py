@@ -19,11 +19,8 @@ The implicit bias of softmax attention (Sheen, Chen, Wang and Zhou, 2024):
   reference max-margin problems (Frobenius, nuclear, l2 and l1 norms).
 """
 
-from ._implicit_bias import (
-    AttentionTrainingResult,
-    make_max_margin_attention_data,
-    train_attention_classifier,
-)
+from ._implicit_bias import AttentionTrainingResult, train_attention_classifier
+from ._instances import make_max_margin_attention_data
 from ._layer import AttentionLayer, multihead_attention
 from ._learner import MultiHeadAttentionLearner, match_heads
 from ._max_margin import attention_margin, max_margin_feasible, max_margin_svm

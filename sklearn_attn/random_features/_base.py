@@ -1,4 +1,12 @@
-"""What the random-feature transformers and ridge regressors have in common."""
+"""What the random-feature transformers and ridge regressors have in common.
+
+One topic, the estimator layer over the ridge core (``sklearn_attn._ridge``):
+drawing the frozen weights, validating tokens, rescaling extreme inputs by
+powers of two and back, and the fitted attributes of ``fit``,
+``partial_fit`` and ``predict``. The two families (attention, MLP) only add
+their weight laws and feature maps; the size is that of exact extreme-scale
+handling, which every route shares.
+"""
 
 from __future__ import annotations
 

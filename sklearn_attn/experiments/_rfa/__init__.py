@@ -29,14 +29,15 @@ Errors are normalised test errors ``MSE / Var(y_test)`` on fresh samples (1
 means "no better than predicting the mean"). Every fit selects its ridge
 penalty by generalized cross-validation (``alpha="auto"``).
 
-The study (settings, tasks, tables) is apart from its report (text tables)
-and its figure.
+The settings, the curves (tasks), the tables and the driver are apart from
+the report (text tables) and the figure.
 """
 
 from ._config import MODELS, default_config, target_spec
 from ._figure import plot_rfa
 from ._report import format_rfa_summary
-from ._study import TABLES, run_rfa, smallest_n
+from ._study import TABLES, run_rfa
+from ._tables import smallest_n
 
 __all__ = [
     "MODELS",
