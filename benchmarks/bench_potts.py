@@ -114,9 +114,9 @@ def _cli(workdir, model, extra=()):
         raise RuntimeError(f"contacts failed:\n{stderr}")
     summary = json.loads((out / "summary.json").read_text())
     # Precision read back from the written contacts.csv, as a user would.
-    from sklearn_attn.potts import contact_precision, read_contact_map
+    from sklearn_attn.contacts import contact_precision, read_distances
 
-    i, j, distance = read_contact_map(str(distances))
+    i, j, distance = read_distances(str(distances))
     scores = np.zeros((summary["L"], summary["L"]))
     with open(out / "contacts.csv") as handle:
         next(handle)
@@ -145,7 +145,7 @@ def _plmc(binary, workdir):
     """plmc with the issue's settings: wall time, peak memory, objective, precision."""
     import gzip
 
-    from sklearn_attn.potts import contact_precision, read_contact_map
+    from sklearn_attn.contacts import contact_precision, read_distances
 
     alignment, distances = _data_paths()
     fasta = Path(workdir) / "PF00014.fasta"
@@ -176,7 +176,7 @@ def _plmc(binary, workdir):
         for line in stderr.splitlines()
         if line.split() and line.split()[0].isdigit() and len(line.split()) == 7
     ]
-    i, j, distance = read_contact_map(str(distances))
+    i, j, distance = read_distances(str(distances))
     table = np.loadtxt(scores_path, usecols=(0, 2, 5))
     L = int(table[:, 1].max())
     scores = np.zeros((L, L))

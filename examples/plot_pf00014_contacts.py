@@ -41,8 +41,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_attn import PottsPseudoLikelihood
+from sklearn_attn.contacts import contact_precision, write_contacts
 from sklearn_attn.datasets import load_pf00014
-from sklearn_attn.potts import contact_precision, write_contacts
 
 data = load_pf00014()
 model = PottsPseudoLikelihood(
@@ -173,5 +173,5 @@ if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
 # the diagonal, from columns 4 and 42 to 21 and 27, is the antiparallel beta
 # hairpin of the Kunitz fold; among the top pairs, columns 11 and 35 are 2 Å
 # apart in the structure, the disulfide bond Cys14-Cys38 of BPTI. For another
-# family, :func:`~sklearn_attn.potts.read_contact_map` reads a structure's
+# family, :func:`~sklearn_attn.contacts.read_distances` reads a structure's
 # pair distances in the same ``i j score distance`` format.

@@ -5,7 +5,7 @@ error, writes its tables as CSV and its figure as PNG under ``--out`` and
 prints a summary table. ``demo`` runs the quick version of every reproduction,
 then predicts the contacts of the bundled PF00014 alignment. ``contacts
 ALIGNMENT`` predicts residue contacts from an alignment file (see
-``sklearn_attn.potts._cli``).
+``sklearn_attn.contacts``).
 
 ``--scheduler ADDRESS`` (``reproduce`` and ``demo``) connects a
 ``dask.distributed.Client`` to a running scheduler and runs each reproduction's
@@ -133,8 +133,8 @@ REPRODUCTIONS = {
 
 
 def _build_parser():
-    from .potts._cli import _positive_int
-    from .potts._cli import add_parser as add_contacts_parser
+    from ._console import positive_int
+    from .contacts import add_parser as add_contacts_parser
 
     parser = argparse.ArgumentParser(
         prog="python -m sklearn_attn",
@@ -185,7 +185,7 @@ def _build_parser():
     )
     rep.add_argument(
         "--seeds",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="K",
         help="number of repetitions (new data and weights each)",

@@ -18,6 +18,7 @@ from ._backend import is_device_array, resolve_device, to_host
 __all__ = [
     "check_int",
     "check_real",
+    "check_real_array",
     "check_sample_weight",
     "check_target_shape",
     "check_token_array",
@@ -36,6 +37,36 @@ def _as_array(A, name):
             f"{name} could not be read as an array (are its rows of different "
             f"lengths?): {exc}"
         ) from None
+
+
+def check_real_array(value, name, *, dtype=None):
+    """``value`` as a NumPy array of real numbers (bool, integer or float).
+
+    Device arrays come to the host; object arrays of numbers become float64.
+    Strings, complex numbers, objects that are not numbers and ragged nested
+    sequences are refused with ``name`` in the message. ``dtype`` converts
+    the result (no copy when it already has that type).
+    """
+    try:
+        array = np.asarray(to_host(value))
+    except (ValueError, TypeError):  # NumPy refuses ragged nested sequences
+        raise ValueError(
+            f"{name} must be a numeric array; its rows have different lengths."
+        ) from None
+    if array.dtype.kind == "O":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{name} must hold real numbers; got objects that are not."
+            ) from None
+    if array.dtype.kind not in "biuf":
+        got = "complex values (dtype" if array.dtype.kind == "c" else "dtype"
+        raise TypeError(
+            f"{name} must hold real numbers; got {got} {array.dtype}"
+            + (")." if array.dtype.kind == "c" else ".")
+        )
+    return array if dtype is None else array.astype(dtype, copy=False)
 
 
 def _reject_complex(A, name):

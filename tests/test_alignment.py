@@ -9,16 +9,15 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 
+from sklearn_attn.contacts import contact_precision, read_alignment
+from sklearn_attn.contacts._structure import read_contact_map
 from sklearn_attn.potts import (
     ALPHABETS,
     apc,
-    contact_precision,
     decode_sequences,
     encode_sequences,
     filter_alignment,
     frobenius_scores,
-    read_alignment,
-    read_contact_map,
     sequence_weights,
 )
 
@@ -173,7 +172,9 @@ def test_decode_errors():
     with pytest.raises(ValueError, match=r"codes\[1, 0\] = 5 is outside"):
         decode_sequences([[0, 1], [5, 0]], "dna")
     with pytest.raises(TypeError, match="integer codes"):
-        decode_sequences([[0.0, 1.0]], "dna")
+        decode_sequences([[0.5, 1.0]], "dna")
+    # Floats that hold integers are codes, as for every function taking codes.
+    assert decode_sequences([[0.0, 1.0]], "dna") == ["-A"]
     with pytest.raises(ValueError, match="2-D"):
         decode_sequences([0, 1], "dna")
     with pytest.raises(ValueError, match="non-negative"):
@@ -424,6 +425,7 @@ def test_contact_precision_bad_pairs():
         contact_precision(scores, [0, 1], [9], [1.0])
 
 
+@pytest.mark.filterwarnings("ignore:read_contact_map is deprecated:FutureWarning")
 def test_read_contact_map_errors():
     with pytest.raises(ValueError, match="4 columns"):
         read_contact_map(io.StringIO("1 2 3.0\n"))
@@ -433,6 +435,7 @@ def test_read_contact_map_errors():
         read_contact_map(io.StringIO("1.5 7 0.1 3.0\n"))
 
 
+@pytest.mark.filterwarnings("ignore:read_contact_map is deprecated:FutureWarning")
 def test_pf00014_contact_map():
     i, j, distance = read_contact_map(_pf00014("PF00014_distances.tsv"))
     assert i.dtype == j.dtype == np.int64

@@ -18,14 +18,13 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_attn import PottsPseudoLikelihood
 from sklearn_attn.__main__ import main
+from sklearn_attn.contacts import read_alignment, read_couplings
 from sklearn_attn.datasets import make_potts_sequences
 from sklearn_attn.potts import (
     ALPHABETS,
     apc,
     decode_sequences,
     frobenius_scores,
-    read_alignment,
-    read_couplings,
     sequence_weights,
 )
 

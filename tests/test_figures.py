@@ -15,6 +15,7 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn.utils import Bunch
 
+from sklearn_attn.contacts import contact_precision
 from sklearn_attn.experiments import (
     format_implicit_bias_summary,
     format_mha_summary,
@@ -29,7 +30,6 @@ from sklearn_attn.experiments import (
 )
 from sklearn_attn.experiments._common import _curve, _figure, _figure_legend
 from sklearn_attn.experiments._potts import _contact_rows
-from sklearn_attn.potts import contact_precision
 
 pytest.importorskip("matplotlib")
 

@@ -18,16 +18,15 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.pipeline import make_pipeline
 
 from sklearn_attn import PottsPseudoLikelihood
+from sklearn_attn.contacts import contact_precision, read_alignment
+from sklearn_attn.contacts._structure import read_contact_map
 from sklearn_attn.potts import (
     apc,
     conditional_log_probs,
-    contact_precision,
     encode_sequences,
     exact_distribution,
     frobenius_scores,
     gibbs_sample,
-    read_alignment,
-    read_contact_map,
 )
 
 DNA = "-ACGT"
@@ -441,6 +440,7 @@ def test_read_alignment_bad_files(tmp_path):
 
 
 @pytest.mark.parametrize("ending", ENDINGS)
+@pytest.mark.filterwarnings("ignore:read_contact_map is deprecated:FutureWarning")
 def test_read_contact_map_reads_every_line_ending_alike(ending, tmp_path):
     lines = ["# i j score distance", "1 7 0.3 4.5", "2 9 0.1 12.0", ""]
     text = ENDINGS[ending].join(lines)
@@ -467,11 +467,13 @@ def test_read_contact_map_reads_every_line_ending_alike(ending, tmp_path):
         ("0 2 0.3 4.5\n", ValueError, "integer column numbers counted from 1"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:read_contact_map is deprecated:FutureWarning")
 def test_read_contact_map_bad_files(text, error, match):
     with pytest.raises(error, match=match):
         read_contact_map(io.StringIO(text))
 
 
+@pytest.mark.filterwarnings("ignore:read_contact_map is deprecated:FutureWarning")
 def test_read_contact_map_bad_source():
     with pytest.raises(TypeError, match="path must be a path or an open file"):
         read_contact_map(None)

@@ -14,16 +14,14 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from sklearn_attn.datasets import make_potts_sequences
-from sklearn_attn.potts import (
-    PottsPseudoLikelihood,
-    apc,
-    frobenius_scores,
+from sklearn_attn.contacts import (
     read_couplings,
     write_contacts,
     write_couplings,
     write_ec,
 )
+from sklearn_attn.datasets import make_potts_sequences
+from sklearn_attn.potts import PottsPseudoLikelihood, apc, frobenius_scores
 
 HEADER = ["i", "j", "residue_i", "residue_j", "score", "score_raw"]
 

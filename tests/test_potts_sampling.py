@@ -534,7 +534,7 @@ def _with_nan():
     [
         (dict(couplings=np.zeros((3, 2, 3))), ValueError, r"shape \(L, q, L, q\)"),
         (dict(couplings=np.zeros((3, 2, 2, 2))), ValueError, r"shape \(L, q, L, q\)"),
-        (dict(couplings="abc"), TypeError, "couplings must be a real array"),
+        (dict(couplings="abc"), TypeError, "couplings must hold real numbers"),
         (dict(fields=np.zeros((3, 3))), ValueError, "fields must have shape"),
         (dict(couplings=_with_diagonal()), ValueError, "zero diagonal blocks.*block 1"),
         (dict(couplings=_with_nan()), ValueError, "couplings contains NaN"),

@@ -41,7 +41,8 @@ from numpy.testing import assert_allclose
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_attn import PottsPseudoLikelihood
-from sklearn_attn.potts import ALPHABETS, read_alignment
+from sklearn_attn.contacts import read_alignment
+from sklearn_attn.potts import ALPHABETS
 
 SPEC = {
     "parametrization": (["factored", "full"], ["plm", None]),

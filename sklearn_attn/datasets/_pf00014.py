@@ -32,13 +32,14 @@ def load_pf00014():
     >>> len(data.sequences), len(data.sequences[0]), data.distance.shape
     (13600, 53, (1378,))
     """
-    from ..potts import ALPHABETS, read_alignment, read_contact_map
+    from ..contacts import read_alignment, read_distances
+    from ..potts import ALPHABETS
 
     folder = resources.files(__package__) / "data" / "PF00014"
     with resources.as_file(folder / "PF00014_mgap6.fasta.gz") as path:
         names, sequences = read_alignment(path)
     with resources.as_file(folder / "PF00014_distances.tsv") as path:
-        i, j, distance = read_contact_map(path)
+        i, j, distance = read_distances(path)
     return Bunch(
         names=names,
         sequences=sequences,

@@ -6,12 +6,12 @@ from __future__ import annotations
 import csv
 import math
 import os
-import sys
-import time
 
 import numpy as np
 from joblib import parallel_config
 from sklearn.utils.parallel import Parallel, delayed
+
+from .._console import Progress
 
 __all__ = [
     "Progress",
@@ -22,44 +22,6 @@ __all__ = [
     "summarize",
     "write_csv",
 ]
-
-
-def _stderr(message):
-    print(message, file=sys.stderr, flush=True)
-
-
-class Progress:
-    """Report progress lines with the elapsed time.
-
-    Parameters
-    ----------
-    progress : callable, None or False
-        ``None`` prints to standard error, ``False`` stays silent and a callable
-        receives each message (a string).
-    prefix : str
-        Put in front of every message, e.g. ``"[rfa]"``.
-    """
-
-    def __init__(self, progress=None, prefix=""):
-        if progress is None:
-            progress = _stderr
-        elif progress is False:
-            progress = None
-        elif not callable(progress):
-            raise TypeError(
-                f"progress must be None, False or a callable; got {progress!r}."
-            )
-        self._report = progress
-        self.prefix = prefix
-        self.start = time.perf_counter()
-
-    def elapsed(self):
-        """Seconds since this object was created."""
-        return time.perf_counter() - self.start
-
-    def __call__(self, message):
-        if self._report is not None:
-            self._report(f"{self.prefix}{message} [{self.elapsed():6.1f} s]")
 
 
 def seed_pair(random_state, *keys):

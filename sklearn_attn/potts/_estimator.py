@@ -3,35 +3,24 @@
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterable
-from numbers import Integral, Number, Real
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin, _fit_context
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
-    assert_all_finite,
     check_is_fitted,
-    validate_data,
 )
 
 from .._backend import (
     DeviceCacheMixin,
     free_device_memory,
-    limit_optimizer_blas,
     resolve_device,
     to_device,
     to_host,
-    to_output,
 )
-from .._lbfgs import minimize_lbfgs
-from .._validation import check_sample_weight
-from .._warnings import warn_at_caller
-from ._alignment import ALPHABETS, _resolve_alphabet, sequence_weights
-from ._contacts import apc, frobenius_scores
 from ._model import (
     FactoredAttention,
     FullCouplings,
@@ -43,13 +32,8 @@ from ._model import (
     zero_sum_gauge,
 )
 from ._sampling import gibbs_sample
-from ._text import (
-    _codes_and_known,
-    _is_text,
-    _text_codepoints,
-    _text_view,
-    _unknown_letter_message,
-)
+from ._scores import apc, frobenius_scores
+from ._sequence_model import _SequenceModelMixin
 
 # Pairs kept by L-BFGS, and the precision of the objective's two big products.
 _LBFGS_HISTORY = 5
@@ -67,311 +51,6 @@ def _state_frequencies(codes, weights, n_states):
         flat.ravel(), weights=np.repeat(weights, n_sites), minlength=n_sites * n_states
     )
     return counts / weights.sum()
-
-
-class _SequenceModelMixin:
-    """Input, weights and predictions of a model of single-site conditionals.
-
-    Shared by :class:`PottsPseudoLikelihood` and
-    :class:`~sklearn_attn.potts.VanillaAttentionPseudoLikelihood`: aligned text or
-    integer codes in (``alphabet``, ``unknown_letters``, ``states_``), the fit's
-    sequence weights (``sample_weight`` or ``sequence_identity``), and the
-    prediction methods, which read ``_log_conditionals(X)``.
-    """
-
-    # -- input ----------------------------------------------------------------
-    def _alphabet_string(self):
-        return ALPHABETS.get(self.alphabet, self.alphabet)
-
-    def _encode(self, X, *, reset):
-        """``(codes, dropped)``: integer codes in ``0 .. n_states - 1``, shape
-        (n, L), and the mask of the rows of ``X`` left out of them (or None)."""
-        text = _text_view(X)
-        if _is_text(text):
-            return self._encode_text(text, reset=reset)
-        return self._encode_codes(X, reset=reset), None
-
-    def _encode_text(self, X, *, reset):
-        if reset:
-            alphabet = _resolve_alphabet(self._alphabet_string())
-        points = _text_codepoints(X, name="X")
-        if not reset:
-            if not getattr(self, "_string_input", False):
-                raise ValueError(
-                    "X holds strings but the model was fitted on integer codes."
-                )
-            # The fitted states, not the parameter: predictions never depend on
-            # an alphabet set after fit.
-            alphabet = "".join(self.states_)
-        codes, known = _codes_and_known(points, alphabet)
-        unknown = ~known.all(axis=1)
-        dropped = None
-        if unknown.any() and self.unknown_letters != "gap":  # gap: code 0 already
-            if self.unknown_letters == "drop" and reset:
-                # plmc's rule: such sequences are left out of the fit.
-                dropped = unknown
-                codes = codes[~unknown]
-                if not codes.size:
-                    raise ValueError(
-                        f"Every sequence of X has letters outside the alphabet "
-                        f"{alphabet!r}; none is left to fit (unknown_letters="
-                        "'drop'). Use unknown_letters='gap' to read them as gaps."
-                    )
-            else:
-                message = _unknown_letter_message(points, known, alphabet, "X")
-                if self.unknown_letters == "drop":
-                    message += (
-                        " A prediction cannot drop a sequence (unknown_letters="
-                        "'drop' drops them from fit only): set unknown_letters="
-                        "'gap' to read such letters as gaps."
-                    )
-                raise ValueError(message)
-        if reset:
-            self.states_ = np.array(list(alphabet))
-            self._string_input = True
-        codes = validate_data(self, codes, reset=reset, dtype=None)
-        if codes.shape[1] < 2:
-            raise ValueError(f"X has {codes.shape[1]} site(s); at least 2 are needed.")
-        return codes, dropped
-
-    def _encode_codes(self, X, *, reset):
-        if X is None or isinstance(X, (Number, np.generic)):
-            raise TypeError(
-                "X must be integer state codes of shape (n_samples, n_sites) or a "
-                f"sequence of aligned strings; got {type(X).__name__} ({X!r})."
-            )
-        if isinstance(X, (list, tuple)):
-            try:
-                X = np.asarray(X)
-            except ValueError:  # NumPy refuses ragged nested sequences
-                lengths = [len(row) if hasattr(row, "__len__") else 1 for row in X]
-                s = next((k for k, n in enumerate(lengths) if n != lengths[0]), None)
-                why = (
-                    "its rows are not flat sequences of numbers"
-                    if s is None
-                    else f"its rows have different lengths: X[{s}] has "
-                    f"{lengths[s]} entries, but X[0] has {lengths[0]}"
-                )
-                raise ValueError(
-                    "X must be integer state codes of shape (n_samples, n_sites); "
-                    f"{why}."
-                ) from None
-        if isinstance(X, np.ndarray):
-            if X.dtype.kind == "c":
-                raise ValueError(  # scikit-learn's wording, then ours
-                    f"Complex data not supported: X has dtype {X.dtype}, and must "
-                    "hold integer state codes (or aligned strings with an "
-                    "alphabet)."
-                )
-            if X.size == 0 and X.ndim < 2:
-                raise ValueError(
-                    "X is empty (0 sequences); give integer state codes of shape "
-                    "(n_samples, n_sites) or a sequence of aligned strings."
-                )
-            if X.ndim != 2:
-                raise ValueError(
-                    "X must be integer state codes of shape (n_samples, n_sites) "
-                    f"or a sequence of aligned strings; got an array of shape "
-                    f"{X.shape}."
-                    + (
-                        " Reshape your data with X.reshape(1, -1) if it is a "
-                        "single sequence."
-                        if X.ndim == 1
-                        else ""
-                    )
-                )
-        try:
-            X = validate_data(self, X, reset=reset, dtype=None, ensure_min_features=1)
-        except ValueError as exc:
-            if "0 feature(s)" not in str(exc):
-                raise
-            # scikit-learn's words (its checks look for them), and ours: an
-            # empty row such as [[], []] may have been meant as text.
-            raise ValueError(
-                f"X has 0 sites: {exc} At least 2 sites are needed for a "
-                "pseudo-likelihood."
-            ) from None
-        if X.dtype.kind in "US":
-            raise ValueError(
-                "X mixes integer codes and strings; give either integer state "
-                "codes or aligned sequences, not both."
-            )
-        if X.dtype.kind == "O":
-            try:
-                X = X.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    "X must hold integer state codes (or aligned strings with an "
-                    "alphabet); its objects are not numbers."
-                ) from exc
-            assert_all_finite(X, input_name="X")  # None became NaN
-        if X.dtype.kind not in "iub":
-            if X.dtype.kind == "f":
-                integral = X == np.round(X)
-            else:
-                integral = np.zeros(X.shape, dtype=bool)
-            if not integral.all():
-                row, col = np.argwhere(~integral)[0]
-                raise ValueError(
-                    "X must hold integer state codes (or aligned strings with an "
-                    f"alphabet); got values of dtype {X.dtype} that are not "
-                    f"integers, such as X[{row}, {col}] = {X[row, col].item()!r}."
-                )
-        if X.shape[1] < 2:
-            raise ValueError(
-                f"X has {X.shape[1]} site(s) ({X.shape[1]} feature(s)); at least 2 "
-                "sites are needed for a pseudo-likelihood."
-            )
-        if reset:
-            self.states_ = np.unique(X)
-            self._string_input = False
-            if self.states_.size < 2:
-                raise ValueError(
-                    f"X holds a single state ({self.states_[0]}); at least 2 are "
-                    "needed."
-                )
-        elif getattr(self, "_string_input", False):
-            raise ValueError(
-                "X holds integer codes but the model was fitted on strings."
-            )
-        codes = np.searchsorted(self.states_, X)
-        codes = np.minimum(codes, self.states_.size - 1)
-        unseen = self.states_[codes] != X
-        if np.any(unseen):
-            row, col = np.argwhere(unseen)[0]
-            raise ValueError(
-                f"X contains state {X[row, col].item()!r} (sample {row}, site "
-                f"{col}) that was "
-                f"not seen in fit; the states are {self.states_.tolist()}."
-            )
-        return codes
-
-    def _fit_weights(self, codes, dropped, sample_weight):
-        """Distinct sequences and their weights for ``fit``.
-
-        Sets ``n_eff_`` and ``n_sequences_dropped_``. Identical sequences
-        contribute identical terms, so they are merged (and those of zero
-        weight, which contribute nothing, dropped).
-        """
-        n_samples = codes.shape[0]
-        self.n_sequences_dropped_ = 0 if dropped is None else int(dropped.sum())
-        if dropped is None:
-            weights = check_sample_weight(sample_weight, n_samples)
-        else:
-            weights = check_sample_weight(sample_weight, dropped.size)
-            weights = None if weights is None else weights[~dropped]
-        if weights is None:
-            if self.sequence_identity is not None:
-                weights = sequence_weights(
-                    codes,
-                    identity_threshold=self.sequence_identity,
-                    n_states=self.states_.size,
-                )
-            else:
-                weights = np.ones(n_samples)
-        self.n_eff_ = float(weights.sum())
-        if not self.n_eff_ > 0:
-            raise ValueError(
-                "The sequences kept for the fit have a total weight of "
-                f"{self.n_eff_}; at least one positive sample_weight is needed."
-            )
-        positive = weights > 0
-        codes, inverse = np.unique(codes[positive], axis=0, return_inverse=True)
-        weights = np.bincount(
-            inverse.ravel(), weights=weights[positive], minlength=len(codes)
-        )
-        return codes, weights
-
-    # -- predictions ----------------------------------------------------------
-    def predict_proba(self, X):
-        """Conditional distribution of every site given the others.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_sites, n_states)
-            ``proba[s, i, a] = p(s_i = states_[a] | rest of sequence s)``; a
-            CuPy array when ``device=None`` and ``X`` is one.
-        """
-        log_p, _, device = self._log_conditionals(X)
-        with device.activate():
-            return to_output(device.xp.exp(log_p), device)
-
-    def predict(self, X):
-        """Most likely state of each site given the other sites.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-
-        Returns
-        -------
-        states : ndarray of shape (n_samples, n_sites)
-            Entries of ``states_``; a CuPy array when ``device=None`` and ``X``
-            is one.
-        """
-        log_p, _, device = self._log_conditionals(X)
-        with device.activate():
-            best = log_p.argmax(axis=2)
-            if device.return_device_arrays:  # integer codes in, so integer states
-                return device.xp.asarray(self.states_)[best]
-        return self.states_[to_host(best)]
-
-    def score_samples(self, X):
-        """Mean pseudo-log-likelihood per site of each sequence.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,)
-            ``(1 / L) sum_i log p(s_i | s_-i)``; a CuPy array when
-            ``device=None`` and ``X`` is one.
-        """
-        log_p, codes, device = self._log_conditionals(X)
-        with device.activate():
-            picked = device.xp.take_along_axis(log_p, codes[:, :, None], axis=2)
-            return to_output(picked[:, :, 0].mean(axis=1), device)
-
-    def score(self, X, y=None, sample_weight=None):
-        """Mean pseudo-log-likelihood per site (higher is better).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_sites), or aligned text
-            Integer codes if ``fit`` saw codes, text if it saw text (in any
-            of the text forms ``fit`` accepts), with ``n_sites_`` sites.
-        y : None
-            Ignored.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Weights of the sequences.
-
-        Returns
-        -------
-        score : float
-            Weighted mean of :meth:`score_samples`.
-        """
-        scores = to_host(self.score_samples(X))
-        weights = check_sample_weight(sample_weight, len(scores))
-        return float(np.average(scores, weights=weights))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        tags.target_tags.required = False
-        return tags
 
 
 class PottsPseudoLikelihood(
@@ -425,6 +104,16 @@ class PottsPseudoLikelihood(
         counts them, and their ``sample_weight`` goes with them), and makes
         the prediction methods raise on them; ``"gap"`` reads such letters as
         the gap (the alphabet's first character); ``"error"`` raises.
+    states : "auto" or array-like of shape (n_states,), default="auto"
+        For integer codes, the values they may take, as
+        :class:`~sklearn.preprocessing.OneHotEncoder` takes ``categories``:
+        ``"auto"`` takes the distinct values of ``X`` in ``fit``; distinct
+        increasing numbers fix them, so that a state the data lack still has
+        its fields and couplings (``range(21)`` for codes over the letters of
+        ``"protein"``, such as those of
+        :meth:`Alignment.read <sklearn_attn.contacts.Alignment.read>`). Text
+        takes its states from ``alphabet``, and ``states`` must then be
+        ``"auto"``.
     alpha_fields : float, default=0.01
         Penalty ``alpha_h`` on the fields (plmc's ``-lh``).
     alpha_couplings : float, default=None
@@ -449,12 +138,10 @@ class PottsPseudoLikelihood(
         connected correlations), for free attention only; ``"random"``:
         Gaussian logits and values of standard deviation ``init_scale``;
         ``"auto"``: ``"mean-field"`` with free attention, else ``"random"``.
-        The factored objective is not convex: on 16 dense signed teachers
-        (``L = 20``, ``q = 10``, 25,600 sequences; see
-        ``benchmarks/bench_potts_dense.py``) 6 of 38 random starts of one free
-        head stopped in local optima with test losses 6-16% above the true
-        conditional entropy, while all 26 mean-field starts came within 0.3%
-        of it. The mean-field start costs one to three evaluations of the
+        The factored objective is not convex: random starts of a free head
+        can stop in local optima, which the mean-field start avoids on dense
+        signed teachers (the user guide's :ref:`potts` section has the
+        measurement). The mean-field start costs one to three evaluations of the
         objective. The full model (convex) always starts from zero couplings.
     n_init : int, default=1
         Number of starts of factored attention; the one with the lowest
@@ -506,6 +193,9 @@ class PottsPseudoLikelihood(
         Value matrices ``V^k`` (factored only).
     alpha_couplings_ : float
         The coupling penalty used (``alpha_couplings`` or its default).
+    n_parameters_ : int
+        Number of free parameters the fit optimised (fields and couplings,
+        or fields, attention logits and values).
     n_eff_ : float
         Effective number of sequences: the sum of the weights the fit used
         (``sample_weight``, the ``sequence_identity`` reweighting, or one per
@@ -568,6 +258,7 @@ class PottsPseudoLikelihood(
         "attention": [StrOptions({"softmax", "free"})],
         "alphabet": [str],
         "unknown_letters": [StrOptions({"drop", "gap", "error"})],
+        "states": [StrOptions({"auto"}), "array-like"],
         "alpha_fields": [Interval(Real, 0, None, closed="left")],
         "alpha_couplings": [Interval(Real, 0, None, closed="left"), None],
         "sequence_identity": [Interval(Real, 0, 1, closed="right"), None],
@@ -590,6 +281,7 @@ class PottsPseudoLikelihood(
         attention="softmax",
         alphabet="protein",
         unknown_letters="drop",
+        states="auto",
         alpha_fields=0.01,
         alpha_couplings=None,
         sequence_identity=None,
@@ -608,6 +300,7 @@ class PottsPseudoLikelihood(
         self.attention = attention
         self.alphabet = alphabet
         self.unknown_letters = unknown_letters
+        self.states = states
         self.alpha_fields = alpha_fields
         self.alpha_couplings = alpha_couplings
         self.sequence_identity = sequence_identity
@@ -725,20 +418,7 @@ class PottsPseudoLikelihood(
                 )
             del rows  # the pool can only release unreferenced blocks
         free_device_memory(device)
-        objectives = np.array([run["objective"] for run in runs])
-        best = int(np.argmin(np.where(np.isnan(objectives), np.inf, objectives)))
-        run = runs[best]
-        if run["stop"] is not None:
-            warn_at_caller(
-                f"PottsPseudoLikelihood.fit did not converge {run['stop']}: tol="
-                f"{self.tol} was not reached. Increase max_iter, or loosen tol.",
-                ConvergenceWarning,
-            )
-        self.init_objectives_ = objectives
-        self.best_init_ = best
-        self.n_iter_ = run["n_iter"]
-        self.objective_ = run["objective"]
-        self.loss_curve_ = run["curve"]
+        run = self._keep_best_run(runs)
         self._store(parametrization, run["theta"])
         return self
 
@@ -805,7 +485,6 @@ class PottsPseudoLikelihood(
         and why it stopped short of ``tol`` (None when it did not).
         """
         xp = device.xp
-        curve = []
         # Optimise the per-site mean (tolerances then mean the same at any size),
         # in coordinates where the Hessian's diagonal is about one.
         scale = weight_sum * parametrization.n_sites
@@ -849,50 +528,23 @@ class PottsPseudoLikelihood(
             grad /= scale
             return value / scale, grad
 
-        start = time.perf_counter()
-
-        def callback(iteration, u, value):
-            curve.append(float(value * scale))
-            if self.verbose and iteration % self.verbose == 0:
-                print(
-                    f"iteration {iteration}: objective {curve[-1]:.6g} "
-                    f"({time.perf_counter() - start:.1f} s)"
-                )
-
-        with limit_optimizer_blas():
-            result = minimize_lbfgs(
-                fun,
-                # Made here, so that minimize_lbfgs holds the only reference.
-                initial() * precondition,
-                max_iter=self.max_iter,
-                ftol=self.tol,
-                gtol=self.tol,
-                history=_LBFGS_HISTORY,
-                history_dtype=np.float32,
-                # The preconditioned Hessian's diagonal is about one: a unit
-                # first step is a diagonal Newton step.
-                initial_step=1.0 if unit_scaled else None,
-                callback=callback,
-            )
-        stop = None
-        if result.status == 1:  # a limit was reached before the tolerance
-            if result.nit >= self.max_iter:
-                stop = f"in max_iter={self.max_iter} L-BFGS iterations"
-            else:
-                stop = (
-                    f"in {result.nfev} objective evaluations (the limit; "
-                    f"{result.nit} of max_iter={self.max_iter} iterations done)"
-                )
-        return {
-            "theta": result.x / precondition,
-            "objective": float(result.fun * scale),
-            "n_iter": int(result.nit),
-            "curve": curve,
-            "stop": stop,
-        }
+        run = self._lbfgs_run(
+            fun,
+            # Made here, so that minimize_lbfgs holds the only reference.
+            initial() * precondition,
+            scale,
+            history=_LBFGS_HISTORY,
+            history_dtype=np.float32,
+            # The preconditioned Hessian's diagonal is about one: a unit
+            # first step is a diagonal Newton step.
+            initial_step=1.0 if unit_scaled else None,
+        )
+        run["theta"] = run["theta"] / precondition
+        return run
 
     def _store(self, parametrization, theta):
         L, q = self.n_sites_, self.states_.size
+        self.n_parameters_ = int(parametrization.n_params)
         couplings_mat, fields = parametrization.couplings(theta)
         couplings = couplings_mat.reshape(L, q, L, q)
         # The gauge the penalty chose (plmc scores contacts in it).

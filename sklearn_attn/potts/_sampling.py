@@ -37,6 +37,8 @@ from .._backend import (
     to_output,
 )
 from .._validation import check_int as _check_int
+from .._validation import check_real_array
+from ._alignment import check_codes
 from ._model import log_conditionals, one_hot
 from ._model import zero_sum_gauge as _zero_sum_gauge
 
@@ -75,29 +77,12 @@ def _check_beta(beta):
     return beta
 
 
-def _as_real_array(value, name, expected):
-    try:
-        array = np.asarray(to_host(value))
-    except ValueError:  # NumPy refuses ragged nested sequences
-        array = None
-    if array is not None and array.dtype.kind != "c":  # complex would lose its imag
-        try:
-            return array.astype(np.float64, copy=False)
-        except (TypeError, ValueError):
-            pass
-    if array is not None and array.dtype.kind == "c":
-        got = f"complex values (dtype {array.dtype})"
-    else:
-        got = type(value).__name__
-    raise TypeError(f"{name} must be a real array of shape {expected}; got {got}.")
-
-
 def _check_model(couplings, fields, *, require_symmetric=False):
     """Validate ``(couplings, fields)`` and return them as float64 NumPy arrays.
 
     These may share memory with the user's arrays: callers only read them.
     """
-    J = _as_real_array(couplings, "couplings", "(L, q, L, q)")
+    J = check_real_array(couplings, "couplings", dtype=np.float64)
     if J.ndim != 4 or J.shape[:2] != J.shape[2:]:
         raise ValueError(
             f"couplings must have shape (L, q, L, q); got shape {J.shape}."
@@ -107,7 +92,7 @@ def _check_model(couplings, fields, *, require_symmetric=False):
         raise ValueError(
             f"couplings must have at least one site and one state; got shape {J.shape}."
         )
-    h = _as_real_array(fields, "fields", f"(L, q) = {(n_sites, n_states)}")
+    h = check_real_array(fields, "fields", dtype=np.float64)
     if h.shape != (n_sites, n_states):
         raise ValueError(
             f"fields must have shape (L, q) = {(n_sites, n_states)} to match "
@@ -137,39 +122,6 @@ def _check_model(couplings, fields, *, require_symmetric=False):
                 "gibbs_sample draws."
             )
     return J, h
-
-
-def _check_codes(codes, n_sites, n_states, name="codes", rows="n_samples"):
-    """Integer states of shape (n, L) in [0, q), as a new int64 NumPy array."""
-    try:
-        array = np.asarray(to_host(codes))
-    except ValueError:  # NumPy refuses ragged nested sequences
-        raise ValueError(
-            f"{name} must have shape ({rows}, L) with L = {n_sites} sites; its rows "
-            "have different lengths."
-        ) from None
-    # Integral floats (e.g. codes read from a text file) are accepted.
-    integral = array.dtype.kind in "iu" or (
-        array.dtype.kind == "f"
-        and bool(np.all(np.isfinite(array)))
-        and bool(np.all(array == np.round(array)))
-    )
-    if not integral:
-        raise TypeError(
-            f"{name} must hold integer states in [0, {n_states}); got an array of "
-            f"dtype {array.dtype}."
-        )
-    if array.ndim != 2 or array.shape[1] != n_sites:
-        raise ValueError(
-            f"{name} must have shape ({rows}, L) with L = {n_sites} sites; got "
-            f"shape {array.shape}."
-        )
-    if array.size and (array.min() < 0 or array.max() >= n_states):
-        raise ValueError(
-            f"{name} must hold states in [0, {n_states}); got values from "
-            f"{array.min()} to {array.max()}."
-        )
-    return array.astype(np.int64)
 
 
 def _resolve(device, *arrays):
@@ -312,7 +264,9 @@ def _check_initial(initial, n_sites, n_states, n_chains):
             f"initial has {array.shape[0]} rows but n_chains={n_chains}; pass one "
             "state per chain, a single state of shape (L,), or n_chains=None."
         )
-    return _check_codes(array, n_sites, n_states, name="initial", rows="n_chains")
+    return check_codes(
+        array, n_sites=n_sites, n_states=n_states, name="initial", rows="n_chains"
+    )
 
 
 def gibbs_sample(
@@ -515,7 +469,9 @@ def conditional_log_probs(codes, couplings, fields, beta=1.0, *, device=None):
     """
     device = _resolve(device, codes, couplings, fields)
     J, h = _check_model(couplings, fields)
-    codes = _check_codes(codes, *h.shape)
+    codes = check_codes(
+        codes, n_sites=h.shape[0], n_states=h.shape[1], rows="n_samples"
+    )
     beta = _check_beta(beta)
     with device.activate():
         xp = device.xp

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin, _fit_context
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -16,14 +14,11 @@ from .._backend import (
     DeviceCacheMixin,
     chunk_bytes,
     free_device_memory,
-    limit_optimizer_blas,
     resolve_device,
     to_device,
     to_host,
 )
-from .._lbfgs import minimize_lbfgs
-from .._warnings import warn_at_caller
-from ._estimator import _SequenceModelMixin
+from ._sequence_model import _SequenceModelMixin
 from ._vanilla import VanillaAttention
 
 _LBFGS_HISTORY = 10
@@ -91,6 +86,8 @@ class VanillaAttentionPseudoLikelihood(
     alphabet : str, default="protein"
         As in :class:`~sklearn_attn.PottsPseudoLikelihood`.
     unknown_letters : {"drop", "gap", "error"}, default="drop"
+        As in :class:`~sklearn_attn.PottsPseudoLikelihood`.
+    states : "auto" or array-like of shape (n_states,), default="auto"
         As in :class:`~sklearn_attn.PottsPseudoLikelihood`.
     alpha : float, default=0.01
         Penalty ``alpha`` on the parameters, in the objective's units (a sum
@@ -193,6 +190,7 @@ class VanillaAttentionPseudoLikelihood(
         "embedding_dim": [Interval(Integral, 1, None, closed="left"), None],
         "alphabet": [str],
         "unknown_letters": [StrOptions({"drop", "gap", "error"})],
+        "states": [StrOptions({"auto"}), "array-like"],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "sequence_identity": [Interval(Real, 0, 1, closed="right"), None],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
@@ -209,6 +207,7 @@ class VanillaAttentionPseudoLikelihood(
         *,
         alphabet="protein",
         unknown_letters="drop",
+        states="auto",
         alpha=0.01,
         sequence_identity=None,
         max_iter=500,
@@ -221,6 +220,7 @@ class VanillaAttentionPseudoLikelihood(
         self.embedding_dim = embedding_dim
         self.alphabet = alphabet
         self.unknown_letters = unknown_letters
+        self.states = states
         self.alpha = alpha
         self.sequence_identity = sequence_identity
         self.max_iter = max_iter
@@ -298,23 +298,9 @@ class VanillaAttentionPseudoLikelihood(
             ]
             del blocks, codes_dev, weights_dev
         free_device_memory(device)
-        objectives = np.array([run["objective"] for run in runs])
-        best = int(np.argmin(np.where(np.isfinite(objectives), objectives, np.inf)))
-        run = runs[best]
-        if run["stop"] is not None:
-            warn_at_caller(
-                f"{type(self).__name__}.fit did not converge {run['stop']} (the "
-                f"kept start): tol={self.tol} was not reached. Increase "
-                "max_iter, or loosen tol.",
-                ConvergenceWarning,
-            )
+        run = self._keep_best_run(runs)
         for name, part in layer.split(run["theta"]).items():
             setattr(self, _ATTRIBUTES[name], part.copy())
-        self.objective_ = run["objective"]
-        self.init_objectives_ = objectives
-        self.best_init_ = best
-        self.n_iter_ = run["n_iter"]
-        self.loss_curve_ = run["curve"]
         return self
 
     def _minimize(self, layer, blocks, start, weight_sum, device):
@@ -322,7 +308,6 @@ class VanillaAttentionPseudoLikelihood(
         xp = device.xp
         # Tolerances then mean the same at any size, as PottsPseudoLikelihood's.
         scale = weight_sum * layer.n_sites
-        curve = []
 
         def fun(theta):
             value, grad = layer.objective(
@@ -330,40 +315,9 @@ class VanillaAttentionPseudoLikelihood(
             )
             return value / scale, to_host(grad) / scale
 
-        begin = time.perf_counter()
-
-        def callback(iteration, theta, value):
-            curve.append(float(value * scale))
-            if self.verbose and iteration % self.verbose == 0:
-                print(
-                    f"iteration {iteration}: objective {curve[-1]:.6g} "
-                    f"({time.perf_counter() - begin:.1f} s)"
-                )
-
-        with limit_optimizer_blas():
-            result = minimize_lbfgs(
-                fun,
-                start,
-                max_iter=self.max_iter,
-                ftol=self.tol,
-                gtol=self.tol,
-                history=_LBFGS_HISTORY,
-                callback=callback,
-            )
-        stop = None
-        if result.status == 1:  # a limit was reached before the tolerance
-            stop = (
-                f"in max_iter={self.max_iter} L-BFGS iterations"
-                if result.nit >= self.max_iter
-                else f"in {result.nfev} objective evaluations (the limit)"
-            )
-        return {
-            "theta": np.asarray(result.x, dtype=np.float64),
-            "objective": float(result.fun * scale),
-            "n_iter": int(result.nit),
-            "stop": stop,
-            "curve": curve,
-        }
+        run = self._lbfgs_run(fun, start, scale, history=_LBFGS_HISTORY)
+        run["theta"] = np.asarray(run["theta"], dtype=np.float64)
+        return run
 
     def _log_conditionals(self, X):
         """``(log_p, codes, device)``, the first two on the compute device."""

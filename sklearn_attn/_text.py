@@ -13,6 +13,28 @@ from __future__ import annotations
 
 import numpy as np
 
+#: Named alphabets; the gap comes first, so code 0 is the gap.
+ALPHABETS = {"protein": "-ACDEFGHIKLMNPQRSTVWY", "dna": "-ACGT", "rna": "-ACGU"}
+
+
+def resolve_alphabet(alphabet):
+    """The letters of ``alphabet``: a name in :data:`ALPHABETS`, or a string of
+    distinct characters whose first one is the gap."""
+    if isinstance(alphabet, str) and alphabet in ALPHABETS:
+        return ALPHABETS[alphabet]
+    if not isinstance(alphabet, str) or not alphabet:
+        raise ValueError(
+            f"alphabet must be one of {sorted(ALPHABETS)} or a non-empty string "
+            f"of distinct characters; got {alphabet!r}."
+        )
+    if len(set(alphabet)) != len(alphabet):
+        repeated = sorted({c for c in alphabet if alphabet.count(c) > 1})
+        raise ValueError(
+            f"alphabet must have distinct characters; {alphabet!r} repeats "
+            f"{''.join(repeated)!r}."
+        )
+    return alphabet
+
 
 def _decode_ascii(data, where):
     """``bytes`` as ``str``, one character per byte (ASCII only)."""
@@ -113,7 +135,7 @@ def _check_aligned(lengths, name):
         )
 
 
-def _is_text(X):
+def is_text(X):
     """Whether ``X`` holds aligned text (rather than integer codes).
 
     Text is a str or bytes, a NumPy unicode or bytes array, or a sequence (or
@@ -144,7 +166,7 @@ def _is_text(X):
     return False
 
 
-def _text_view(X):
+def text_view(X):
     """A pandas Series or DataFrame of strings as an object array; else ``X``.
 
     Other array-likes pass unchanged, so that integer DataFrames keep their
@@ -161,7 +183,7 @@ def _text_view(X):
     return X
 
 
-def _text_codepoints(sequences, name="sequences"):
+def text_codepoints(sequences, name="sequences"):
     """Code points ``(n_sequences, n_columns)``, uint32, of aligned text.
 
     The text forms :func:`encode_sequences` accepts: an iterable of str, of
@@ -170,7 +192,7 @@ def _text_codepoints(sequences, name="sequences"):
     of any of these; a pandas Series or DataFrame of strings. ``sequences``
     itself is never modified.
     """
-    sequences = _text_view(sequences)
+    sequences = text_view(sequences)
     if isinstance(sequences, (str, bytes)):
         raise TypeError(
             f"{name} must be a sequence of aligned strings, not a single string."
@@ -206,17 +228,17 @@ def _text_codepoints(sequences, name="sequences"):
     return np.asarray(strings, dtype=f"<U{length}").view(np.uint32).reshape(-1, length)
 
 
-_UNKNOWN_LETTERS = ("drop", "gap", "error")
+UNKNOWN_LETTERS = ("drop", "gap", "error")
 
 
-def _check_unknown_letters(unknown_letters, name="unknown_letters"):
-    if unknown_letters not in _UNKNOWN_LETTERS:
+def check_unknown_letters(unknown_letters, name="unknown_letters"):
+    if unknown_letters not in UNKNOWN_LETTERS:
         raise ValueError(
-            f"{name} must be one of {_UNKNOWN_LETTERS}; got {unknown_letters!r}."
+            f"{name} must be one of {UNKNOWN_LETTERS}; got {unknown_letters!r}."
         )
 
 
-def _codes_and_known(points, alphabet):
+def codes_and_known(points, alphabet):
     """Codes of the code points ``(n, L)`` over a resolved alphabet, and where
     they are known; an unknown character gets code 0 (the named alphabets' gap).
 
@@ -240,7 +262,7 @@ def _codes_and_known(points, alphabet):
     return codes, known
 
 
-def _unknown_letter_message(points, known, alphabet, name):
+def unknown_letter_message(points, known, alphabet, name):
     """Where the first unknown character is, for an error message."""
     s, i = (int(k) for k in np.argwhere(~known)[0])
     n_unknown = int(known.size - np.count_nonzero(known))
@@ -251,15 +273,15 @@ def _unknown_letter_message(points, known, alphabet, name):
     )
 
 
-def _encode_codepoints(points, alphabet, name="sequences"):
+def encode_codepoints(points, alphabet, name="sequences"):
     """Codes of the code points ``(n, L)``; an unknown character is an error."""
-    codes, known = _codes_and_known(points, alphabet)
+    codes, known = codes_and_known(points, alphabet)
     if not known.all():
-        raise ValueError(_unknown_letter_message(points, known, alphabet, name))
+        raise ValueError(unknown_letter_message(points, known, alphabet, name))
     return codes
 
 
-def _rows_with_unknown_letters(points, alphabet):
+def rows_with_unknown_letters(points, alphabet):
     """Boolean mask of the rows of ``points`` with a character outside ``alphabet``
     (lower case counting as upper case when the alphabet has none)."""
-    return ~_codes_and_known(points, alphabet)[1].all(axis=1)
+    return ~codes_and_known(points, alphabet)[1].all(axis=1)

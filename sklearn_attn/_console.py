@@ -1,0 +1,85 @@
+"""What the commands and the studies share at the console: progress lines on
+standard error with the elapsed time, and the argument types of the parsers."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+
+__all__ = [
+    "Progress",
+    "fraction",
+    "non_negative_float",
+    "positive_int",
+    "print_to_stderr",
+]
+
+
+def print_to_stderr(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+class Progress:
+    """Report progress lines with the elapsed time.
+
+    Parameters
+    ----------
+    progress : callable, None or False
+        ``None`` prints to standard error, ``False`` stays silent and a callable
+        receives each message (a string).
+    prefix : str
+        Put in front of every message, e.g. ``"[rfa]"``.
+    """
+
+    def __init__(self, progress=None, prefix=""):
+        if progress is None:
+            progress = print_to_stderr
+        elif progress is False:
+            progress = None
+        elif not callable(progress):
+            raise TypeError(
+                f"progress must be None, False or a callable; got {progress!r}."
+            )
+        self._report = progress
+        self.prefix = prefix
+        self.start = time.perf_counter()
+
+    def elapsed(self):
+        """Seconds since this object was created."""
+        return time.perf_counter() - self.start
+
+    def __call__(self, message):
+        if self._report is not None:
+            self._report(f"{self.prefix}{message} [{self.elapsed():6.1f} s]")
+
+
+def positive_int(text):
+    """argparse type: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_float(text):
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def fraction(text):
+    """argparse type: a number in [0, 1]."""
+    value = non_negative_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
