@@ -151,7 +151,7 @@ def _read_distances(source, positions, *, name="source", four_columns=False):
         known = np.searchsorted(positions[order], pairs).clip(0, len(positions) - 1)
         found = positions[order][known] == pairs
         sites = np.where(found, order[known], -1)
-        keep = found.all(axis=1)
+        keep = found.all(axis=1) & (pairs[:, 0] != pairs[:, 1])
         if not keep.any():
             raise ValueError(
                 f"The distance table {where}: no pair has both residue numbers "

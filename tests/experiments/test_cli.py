@@ -19,7 +19,7 @@ from test_reproduce_rfa import RFA_COLUMNS, check_rfa_csv
 from sklearn_attn.__main__ import REPRODUCTIONS, main
 from sklearn_attn.experiments import write_csv
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 

@@ -21,8 +21,8 @@ from sklearn_attn.potts import (
     sequence_weights,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
-PF00014 = Path(__file__).resolve().parents[2] / "shared" / "data" / "PF00014"
+DATA = Path(__file__).resolve().parents[1] / "data"
+PF00014 = Path(__file__).resolve().parents[3] / "shared" / "data" / "PF00014"
 
 
 def _pf00014(name):

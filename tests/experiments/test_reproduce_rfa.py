@@ -487,7 +487,7 @@ def test_the_committed_width_check_finds_the_same_n_star():
     import json
     from pathlib import Path
 
-    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     wide = json.loads((results / "rfa_claims.json").read_text())["parts"]["width"]
     _, default = read_csv(results / "reproduce" / "rfa" / "rfa_scaling.csv")
     default = {(r["model"], int(r["d"]), int(r["N"])): r for r in default}
