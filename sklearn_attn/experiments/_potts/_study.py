@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ._common import (
+from .._common import (
     Progress,
     _caption,
     _curve,
@@ -108,7 +108,7 @@ DENSE_MODELS = ("factored", "vanilla", "full")
 
 
 def _coupling_correlation(model, true_couplings):
-    from ..potts._model import zero_sum_gauge
+    from ...potts._model import zero_sum_gauge
 
     true, _ = zero_sum_gauge(true_couplings, np.zeros(true_couplings.shape[:2]))
     return float(np.corrcoef(model.couplings_.ravel(), true.ravel())[0, 1])
@@ -116,8 +116,8 @@ def _coupling_correlation(model, true_couplings):
 
 def _draw_synthetic(cfg, seed, random_state):
     """One repetition's planted model and sequences, and the true test loss."""
-    from ..datasets import make_potts_sequences
-    from ..potts._sampling import conditional_log_probs
+    from ...datasets import make_potts_sequences
+    from ...potts._sampling import conditional_log_probs
 
     data_seed, model_seed = seed_pair(random_state, 3, seed)
     X, params = make_potts_sequences(
@@ -136,7 +136,7 @@ def _draw_synthetic(cfg, seed, random_state):
 
 def _true_loss(codes, couplings, fields, beta):
     """The true model's masked-token loss on ``codes`` (nats per site)."""
-    from ..potts._sampling import conditional_log_probs
+    from ...potts._sampling import conditional_log_probs
 
     log_p = conditional_log_probs(codes, couplings, fields, beta)
     return -float(np.take_along_axis(log_p, codes[:, :, None], axis=2).mean())
@@ -180,8 +180,8 @@ def draw_dense_teacher(
     mixing : dict
         ``"rms"`` and ``"max"`` of the absolute z-scores.
     """
-    from ..datasets import make_potts_sequences
-    from ..potts import gibbs_sample
+    from ...datasets import make_potts_sequences
+    from ...potts import gibbs_sample
 
     def draw(n_samples):
         return make_potts_sequences(
@@ -232,7 +232,7 @@ def dense_model(name, seed, *, tol=None, max_iter=None):
     factored and full models, ``max_iter`` to the vanilla layer; ``None``
     leaves the estimator's default.
     """
-    from ..potts import PottsPseudoLikelihood, VanillaAttentionPseudoLikelihood
+    from ...potts import PottsPseudoLikelihood, VanillaAttentionPseudoLikelihood
 
     factored = {} if tol is None else {"tol": tol}
     if name == "factored":
@@ -300,7 +300,7 @@ def fit_dense(name, seed, X_train, X_test, params, *, tol=None, max_iter=None):
 
 def _fit_synthetic(parametrization, X_train, X_test, couplings, model_seed):
     """One task: fit on the first sequences, measure on the test ones."""
-    from ..potts import PottsPseudoLikelihood
+    from ...potts import PottsPseudoLikelihood
 
     model = PottsPseudoLikelihood(parametrization, random_state=model_seed)
     start = time.perf_counter()
@@ -316,8 +316,8 @@ def _fit_synthetic(parametrization, X_train, X_test, couplings, model_seed):
 
 def _fit_real(label, kwargs, max_iter, random_state):
     """One task: a model of PF00014 with plmc's settings, and its contacts."""
-    from ..datasets import load_pf00014
-    from ..potts import PottsPseudoLikelihood, contact_precision
+    from ...datasets import load_pf00014
+    from ...potts import PottsPseudoLikelihood, contact_precision
 
     data = load_pf00014()
     # plmc's settings: its penalties, 80% identity reweighting, gap as a state.
