@@ -37,8 +37,8 @@ DENSE_MODELS = ("factored", "vanilla", "full")
 # * max_mixing_z = 1.5: two stationary Gibbs runs give an RMS z-score of
 #   their state frequencies near one, a glassy teacher whose chains stay near
 #   their start several; such a teacher is skipped.
-# * PF00014: the full model for up to 100 L-BFGS iterations and the factored
-#   one (32 heads) beside it, as in the paper's contact comparison.
+# * PF00014: the full model (plmc's) for up to 100 L-BFGS iterations, and the
+#   factored one with 32 heads beside it, whose contacts are compared with it.
 _DEFAULT_CONFIG = {
     "n_sites": 20,
     "n_states": 10,
