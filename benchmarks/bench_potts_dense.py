@@ -14,7 +14,7 @@ differences of its state frequencies from the test set's is about one when
 both runs are stationary (``mixing_z_rms`` in each row).
 
 The teacher, the models and the fit are those of ``reproduce potts``'s dense
-study (``draw_dense_teacher``, ``dense_model`` and ``fit_dense`` in
+study (``draw_dense_teacher``, ``dense_model`` and ``fit_dense``, public in
 ``sklearn_attn.experiments._potts``); this script keeps the longer settings:
 10 teachers (and 6 harder ones) with two kinds of start at ``n = 25,600``, the
 random start and the softmax head besides the reproduction's three models, the
@@ -74,10 +74,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import machine_info, matmul_rate  # noqa: E402
 
 from sklearn_attn.experiments._potts import (  # noqa: E402
-    _true_loss,
     draw_dense_teacher,
     fit_dense,
 )
+from sklearn_attn.potts import conditional_log_probs  # noqa: E402
 
 N_SITES, N_STATES = 20, 10
 BETA = 3.0
@@ -100,6 +100,12 @@ def _teacher(teacher, n_train, n_test, beta):
         test_seed=10_000 + teacher,
         mixing_seed=20_000 + teacher,
     )
+
+
+def _conditional_entropy(codes, params):
+    """The teacher's masked-token loss on ``codes``: its conditional entropy there."""
+    log_p = conditional_log_probs(codes, params.couplings, params.fields, params.beta)
+    return -float(np.take_along_axis(log_p, codes[:, :, None], axis=2).mean())
 
 
 def _fit(name, seed, X, X_test, params):
@@ -251,9 +257,7 @@ def main(argv=None):
                 X_all, X_test, params, mixing = _teacher(
                     teacher, n_max, args.n_test, args.beta
                 )
-                entropy_test = _true_loss(
-                    X_test, params.couplings, params.fields, params.beta
-                )
+                entropy_test = _conditional_entropy(X_test, params)
                 current = teacher
             X = X_all[:n]
             row = {

@@ -358,3 +358,24 @@ def _mean_spread(mean, std, n_seeds, digits=3):
     if n_seeds is None or n_seeds > 1:
         return f"{mean:.{digits}g} \u00b1 {std:.1g}"
     return f"{mean:.{digits}g}"
+
+
+# -- helpers added for the Potts reproduction (open to the others) -------------
+
+
+def check_n_seeds(n_seeds, default):
+    """The number of repetitions: ``n_seeds``, or ``default`` when it is ``None``.
+
+    Raises a ValueError unless it is a positive integer (``True``, ``2.5`` and
+    ``0`` are not).
+
+    Examples
+    --------
+    >>> from sklearn_attn.experiments._common import check_n_seeds
+    >>> check_n_seeds(None, 3), check_n_seeds(2, 3)
+    (3, 2)
+    """
+    n_seeds = default if n_seeds is None else n_seeds
+    if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or n_seeds < 1:
+        raise ValueError(f"n_seeds must be a positive integer; got {n_seeds!r}.")
+    return int(n_seeds)

@@ -237,7 +237,7 @@ def _tiny_potts_config(quick=False):
 
 def test_reproduce_potts_writes_the_dense_table(tmp_path, monkeypatch, capsys):
     """The dense study's table beside the ring's: columns, models, sizes, values."""
-    from sklearn_attn.experiments import _potts
+    from sklearn_attn.experiments._potts import _study as _potts
 
     monkeypatch.setattr(_potts, "default_config", _tiny_potts_config)
     out = tmp_path / "out"

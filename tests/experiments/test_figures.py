@@ -29,7 +29,7 @@ from sklearn_attn.experiments import (
     write_csv,
 )
 from sklearn_attn.experiments._common import _curve, _figure, _figure_legend
-from sklearn_attn.experiments._potts import _contact_rows
+from sklearn_attn.experiments._potts._real import _contact_rows
 
 pytest.importorskip("matplotlib")
 
