@@ -12,123 +12,89 @@ ALIGNMENT`` predicts residue contacts from an alignment file (see
 grid of fits on that cluster, through joblib's ``dask`` backend; every task
 carries its own seeds, so the tables are those of the local run.
 
-New reproductions are added to ``REPRODUCTIONS``: a name mapped to a function
-``(out_dir, quick, n_seeds, random_state, n_jobs) -> (summary text, written
-paths, notes)``; their grids go through ``sklearn_attn.experiments._common.
-run_tasks`` (or :class:`sklearn.utils.parallel.Parallel`) to run on a cluster.
+New reproductions are added to ``_SPECS``: a name mapped to the names of its
+``run_*``, ``format_*_summary`` and ``plot_*`` functions in
+:mod:`sklearn_attn.experiments` and the prefix of its files (``REPRODUCTIONS``
+holds their runners); their grids go
+through ``sklearn_attn.experiments._common.run_tasks`` (or
+:class:`sklearn.utils.parallel.Parallel`) to run on a cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shlex
 import sys
 import time
+from typing import NamedTuple
 
 DEFAULT_OUT = "sklearn_attn_out"
 
 
-def _plot(plot, tables, path, written, notes):
-    """Draw a figure when matplotlib is available, else say how to get one."""
+class _Reproduction(NamedTuple):
+    """A reproduction: its functions in :mod:`sklearn_attn.experiments`, and the
+    prefix of its files (``PREFIX_TABLE.csv``, ``PREFIX.png``)."""
+
+    run: str
+    summary: str
+    plot: str
+    prefix: str
+    # A table a study left out of the config has no rows; some studies write
+    # every table all the same, so that their outputs always have the same files.
+    write_empty_tables: bool
+
+
+_SPECS = {
+    "rfa": _Reproduction("run_rfa", "format_rfa_summary", "plot_rfa", "rfa", False),
+    "potts": _Reproduction(
+        "run_potts", "format_potts_summary", "plot_potts", "potts", True
+    ),
+    "mha": _Reproduction("run_mha", "format_mha_summary", "plot_mha", "mha", False),
+    "implicit-bias": _Reproduction(
+        "run_implicit_bias",
+        "format_implicit_bias_summary",
+        "plot_implicit_bias",
+        "implicit_bias",
+        True,
+    ),
+}
+
+
+def _reproduce(spec, out_dir, *, quick, n_seeds, random_state, n_jobs):
+    """Run a reproduction; returns its summary text, written paths and notes."""
+    from . import experiments
+
+    tables = getattr(experiments, spec.run)(
+        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
+    )
+    written = [
+        experiments.write_csv(rows, os.path.join(out_dir, f"{spec.prefix}_{table}.csv"))
+        for table, rows in tables.items()
+        if rows or spec.write_empty_tables
+    ]
+    notes = []
+    figure = os.path.join(out_dir, f"{spec.prefix}.png")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         notes.append(
             "matplotlib is not installed: wrote only the CSV files (pip install "
-            f"matplotlib, or sklearn-attn[plot], for {os.path.basename(path)})."
+            f"matplotlib, or sklearn-attn[plot], for {os.path.basename(figure)})."
         )
-        return
-    plot(tables, path)
-    written.append(path)
-
-
-def _reproduce_rfa(out_dir, *, quick, n_seeds, random_state, n_jobs):
-    from .experiments import format_rfa_summary, plot_rfa, run_rfa, write_csv
-
-    tables = run_rfa(
-        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
-    )
-    # Every table that has rows (a study left out of the config has none).
-    written = [
-        write_csv(rows, os.path.join(out_dir, f"rfa_{name}.csv"))
-        for name, rows in tables.items()
-        if rows
-    ]
-    notes = []
-    _plot(plot_rfa, tables, os.path.join(out_dir, "rfa.png"), written, notes)
-    return format_rfa_summary(tables), written, notes
-
-
-def _reproduce_potts(out_dir, *, quick, n_seeds, random_state, n_jobs):
-    from .experiments import format_potts_summary, plot_potts, run_potts, write_csv
-
-    tables = run_potts(
-        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
-    )
-    written = [
-        write_csv(tables["synthetic"], os.path.join(out_dir, "potts_synthetic.csv")),
-        write_csv(tables["dense"], os.path.join(out_dir, "potts_dense.csv")),
-        write_csv(tables["real"], os.path.join(out_dir, "potts_real.csv")),
-        write_csv(tables["contacts"], os.path.join(out_dir, "potts_contacts.csv")),
-    ]
-    notes = []
-    _plot(plot_potts, tables, os.path.join(out_dir, "potts.png"), written, notes)
-    return format_potts_summary(tables), written, notes
-
-
-def _reproduce_mha(out_dir, *, quick, n_seeds, random_state, n_jobs):
-    from .experiments import format_mha_summary, plot_mha, run_mha, write_csv
-
-    tables = run_mha(
-        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
-    )
-    # Every table that has rows (a study left out of the config has none).
-    written = [
-        write_csv(rows, os.path.join(out_dir, f"mha_{name}.csv"))
-        for name, rows in tables.items()
-        if rows
-    ]
-    notes = []
-    _plot(plot_mha, tables, os.path.join(out_dir, "mha.png"), written, notes)
-    return format_mha_summary(tables), written, notes
-
-
-def _reproduce_implicit_bias(out_dir, *, quick, n_seeds, random_state, n_jobs):
-    from .experiments import (
-        format_implicit_bias_summary,
-        plot_implicit_bias,
-        run_implicit_bias,
-        write_csv,
-    )
-
-    tables = run_implicit_bias(
-        quick=quick, n_seeds=n_seeds, random_state=random_state, n_jobs=n_jobs
-    )
-    written = [
-        write_csv(rows, os.path.join(out_dir, f"implicit_bias_{name}.csv"))
-        for name, rows in tables.items()
-    ]
-    notes = []
-    _plot(
-        plot_implicit_bias,
-        tables,
-        os.path.join(out_dir, "implicit_bias.png"),
-        written,
-        notes,
-    )
-    return format_implicit_bias_summary(tables), written, notes
+    else:
+        getattr(experiments, spec.plot)(tables, figure)
+        written.append(figure)
+    return getattr(experiments, spec.summary)(tables), written, notes
 
 
 # name -> runner(out_dir, quick, n_seeds, random_state, n_jobs)
 #         -> (summary text, written paths, notes)
 REPRODUCTIONS = {
-    "rfa": _reproduce_rfa,
-    "potts": _reproduce_potts,
-    "mha": _reproduce_mha,
-    "implicit-bias": _reproduce_implicit_bias,
+    name: functools.partial(_reproduce, spec) for name, spec in _SPECS.items()
 }
 
 
@@ -341,29 +307,20 @@ def _demo_contacts(out_dir):
         resources.as_file(folder / "PF00014_mgap6.fasta.gz") as alignment,
         resources.as_file(folder / "PF00014_distances.tsv") as distances,
     ):
-        argv = [
-            "contacts",
-            str(alignment),
-            "--distances",
-            str(distances),
-            "--output-dir",
-            out_dir,
-        ]
-        start = time.perf_counter()
-        status = main(argv)
-    with open(os.path.join(out_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        args = _build_parser().parse_args(
+            ["contacts", str(alignment), "--distances", str(distances), "-o", out_dir]
+        )
+        summary = args.predict(args)
     precision = summary["precision"]
     print(
         "contacts of PF00014 (Kunitz domain, 13,600 sequences, full Potts model): "
         "precision at L/5, L/2, L, 2L = "
         + ", ".join(f"{precision[k]:.3f}" for k in ("L/5", "L/2", "L", "2L"))
     )
-    print(f"contacts took {time.perf_counter() - start:.0f} s; wrote:")
+    print(f"contacts took {summary['wall_time_s']:.0f} s; wrote:")
     for path in summary["files"] + [os.path.join(out_dir, "summary.json")]:
         print(f"  {path}")
     print()
-    return status
 
 
 def _load_average():

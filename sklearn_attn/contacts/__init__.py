@@ -20,7 +20,11 @@ The application imports the library; the library never imports it.
 from ._alignment import Alignment, read_alignment
 from ._command import add_parser
 from ._formats import read_couplings, write_contacts, write_couplings, write_ec
-from ._structure import contact_precision, read_contact_map, read_distances
+from ._structure import (
+    contact_precision,
+    read_contact_map,  # noqa: F401  (deprecated; not in __all__)
+    read_distances,
+)
 
 __all__ = [
     "Alignment",

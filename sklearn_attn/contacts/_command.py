@@ -197,7 +197,7 @@ def add_parser(subparsers):
         action="store_true",
         help="no progress on standard error",
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, predict=predict_contacts)
     return parser
 
 
@@ -206,6 +206,13 @@ def add_parser(subparsers):
 
 def run(args):
     """Run ``contacts`` with parsed arguments; returns the exit status."""
+    predict_contacts(args)
+    return 0
+
+
+def predict_contacts(args):
+    """Read, fit, score and write, with parsed arguments; returns the summary
+    written to ``summary.json``."""
     # The interpreter with the package loaded is the baseline of the memory.
     baseline_rss = _current_rss_bytes()
     progress = Progress(False if args.quiet else None, prefix="[contacts] ")
@@ -245,7 +252,7 @@ def run(args):
     if figure_note:
         progress(figure_note)
     progress(f"wrote {args.output_dir}/ in {summary['wall_time_s']:.1f} s in all")
-    return 0
+    return summary
 
 
 def _read(args, progress):

@@ -237,7 +237,7 @@ class PottsPseudoLikelihood(
     See Also
     --------
     sklearn_attn.datasets.make_potts_sequences : Samples from a planted model.
-    sklearn_attn.potts.read_alignment : Read FASTA and A2M alignments.
+    sklearn_attn.contacts.Alignment : An alignment file read into codes.
 
     Examples
     --------

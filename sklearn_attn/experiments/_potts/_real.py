@@ -21,8 +21,8 @@ def _real_models(cfg):
 
 def _fit_real(label, kwargs, max_iter, random_state):
     """One task: a model of PF00014 with plmc's settings, and its contacts."""
-    from ...datasets import load_pf00014
     from ...contacts import contact_precision
+    from ...datasets import load_pf00014
     from ...potts import PottsPseudoLikelihood
 
     data = load_pf00014()
