@@ -20,13 +20,9 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_attn._backend import Device
+from sklearn_attn.attention import MultiHeadAttentionLearner, match_heads
 from sklearn_attn.attention._layer import forward
-from sklearn_attn.attention._learner import (
-    MultiHeadAttentionLearner,
-    _Objective,
-    _Parametrization,
-    match_heads,
-)
+from sklearn_attn.attention._objective import _Objective, _Parametrization
 from sklearn_attn.datasets._attention import make_attention_layer_regression
 
 # -- scikit-learn's checks -----------------------------------------------------

@@ -27,8 +27,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from ..attention._learner import MultiHeadAttentionLearner, match_heads
-from ..datasets._attention import make_attention_layer_regression
+from ..attention import MultiHeadAttentionLearner, match_heads
+from ..datasets import make_attention_layer_regression
 from ._common import (
     Progress,
     _caption,
