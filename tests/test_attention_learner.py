@@ -599,7 +599,7 @@ def test_match_heads_with_fewer_learned_heads(global_random_seed):
 
 
 def test_uniform_linear_baseline_is_least_squares_over_all_tokens(global_random_seed):
-    from sklearn_attn.experiments._mha import _uniform_linear
+    from sklearn_attn.experiments._mha._curves import _uniform_linear
 
     X, Y, X_test, _, _ = _planted(n_samples=40, n_heads=2, seed=global_random_seed)
     n, k, d = X.shape

@@ -396,3 +396,26 @@ def _mean_spread(mean, std, n_seeds, digits=3):
     if n_seeds is None or n_seeds > 1:
         return f"{mean:.{digits}g} \u00b1 {std:.1g}"
     return f"{mean:.{digits}g}"
+
+
+# -- settings --------------------------------------------------------------------
+def check_count(value, name):
+    """``value`` as an ``int`` when it is a positive whole number.
+
+    A bool, a fraction or a value below one is a ``ValueError`` that names
+    ``name`` (e.g. ``"n_seeds"``); a float of whole value (``3.0``) is accepted.
+
+    Examples
+    --------
+    >>> from sklearn_attn.experiments._common import check_count
+    >>> check_count(3.0, "n_seeds")
+    3
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not float(value).is_integer()
+        or value < 1
+    ):
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)
