@@ -13,7 +13,7 @@ from .._common import (
     _save,
     _seeds_text,
 )
-from ._study import PARAMETRIZATIONS, STRUCTURES
+from ._config import PARAMETRIZATIONS, STRUCTURES
 
 __all__ = ["plot_implicit_bias"]
 
