@@ -334,8 +334,9 @@ def max_margin_svm(
     value : float
         Its norm, which is the optimal ``norm / margin``. Exact (to solver
         tolerance) for ``"l1"``, ``"l2"`` and ``"frobenius"``; for
-        ``"nuclear"`` the best local solution found, an upper bound that
-        matched the dual lower bound to about ``1e-6`` in our tests.
+        ``"nuclear"`` the best local solution found from the ``n_starts``
+        starts, an upper bound on the optimal value (a local method on a
+        non-convex factorisation).
 
     Raises
     ------
@@ -469,8 +470,8 @@ def _nuclear_svm(a, b, W_fro, n_starts, rng):
     starts += [scale * rng.standard_normal(2 * d * r) for _ in range(n_starts - 1)]
     best, best_value = None, np.inf
     for x0 in starts:
-        # Tiny matrices: one BLAS thread is ~5x faster than two pools fighting
-        # over two cores (measured 0.19 s against 0.93 s for six starts).
+        # Tiny matrices: threaded BLAS costs more in synchronisation than it
+        # gains here, and NumPy's and SciPy's pools would compete for the cores.
         with threadpool_limits(1):
             result = minimize(
                 _nuclear_objective,

@@ -100,7 +100,8 @@ def run_implicit_bias(
         ``False`` drops them, a callable receives each line.
     n_jobs : int, default=None
         Joblib workers over the training runs (each uses one BLAS
-        thread); 2 halves the training time on two cores. Each run has its
+        thread; the runs are independent, so up to one worker per core
+        shortens the training). Each run has its
         own seeds, so the tables do not depend on ``n_jobs`` or on the joblib
         backend: under ``joblib.parallel_config(backend="dask")`` the runs
         go to a Dask cluster.
