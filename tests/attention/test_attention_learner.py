@@ -23,7 +23,7 @@ from sklearn_attn._backend import Device
 from sklearn_attn.attention import MultiHeadAttentionLearner, match_heads
 from sklearn_attn.attention._layer import forward
 from sklearn_attn.attention._objective import _Objective, _Parametrization
-from sklearn_attn.datasets._attention import make_attention_layer_regression
+from sklearn_attn.datasets import make_attention_layer_regression
 
 # -- scikit-learn's checks -----------------------------------------------------
 
@@ -612,7 +612,7 @@ def test_uniform_linear_baseline_is_least_squares_over_all_tokens(global_random_
 
 def test_reproduction_runs_on_a_tiny_setting(tmp_path, global_random_seed):
     pytest.importorskip("matplotlib")
-    from sklearn_attn.experiments._mha import format_mha_summary, plot_mha, run_mha
+    from sklearn_attn.experiments import format_mha_summary, plot_mha, run_mha
 
     lines = []
     config = {

@@ -26,7 +26,7 @@ from sklearn.model_selection import (
 
 from sklearn_attn.attention import MultiHeadAttentionLearner
 from sklearn_attn.attention._solvers import _exact_fit_threshold
-from sklearn_attn.datasets._attention import make_attention_layer_regression
+from sklearn_attn.datasets import make_attention_layer_regression
 
 SCORERS = [
     "neg_mean_squared_error",

@@ -15,18 +15,16 @@ from scipy.optimize import linprog, minimize
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_attn._backend import Device
-from sklearn_attn.attention import _implicit_bias as ib
-from sklearn_attn.attention import _max_margin as mm
-from sklearn_attn.attention._implicit_bias import (
+from sklearn_attn.attention import (
     AttentionTrainingResult,
-    train_attention_classifier,
-)
-from sklearn_attn.attention._instances import make_max_margin_attention_data
-from sklearn_attn.attention._max_margin import (
     attention_margin,
+    make_max_margin_attention_data,
     max_margin_feasible,
     max_margin_svm,
+    train_attention_classifier,
 )
+from sklearn_attn.attention import _implicit_bias as ib
+from sklearn_attn.attention import _max_margin as mm
 
 NORMS = {"full": ("frobenius", "nuclear"), "diagonal": ("l2", "l1")}
 
@@ -389,6 +387,17 @@ def test_attention_margin_matches_loop():
         _constraint_values_loop(W, X, z, other).min(),
         rtol=1e-13,
     )
+
+
+def test_attention_margin_of_a_stack_is_the_margin_of_each_matrix(global_random_seed):
+    X, z, y, v, opt = _full_data(global_random_seed)
+    W = np.random.default_rng(global_random_seed).standard_normal((5, 8, 8))
+    margins = attention_margin(W, X, z, y, v, opt=opt)
+    assert margins.shape == (5,)
+    expected = [attention_margin(w, X, z, y, v, opt=opt) for w in W]
+    assert_allclose(margins, expected, rtol=1e-13, atol=1e-15)
+    with pytest.raises(ValueError, match="W must have shape \\(n_weights, 8, 8\\)"):
+        attention_margin(W[:, :3], X, z, y, v)
 
 
 def test_svm_inputs_are_validated_and_not_modified():
