@@ -136,7 +136,10 @@ def _as_matrix(W, d):
     if W.ndim == 1:
         W = np.diag(W)
     if W.shape != (d, d):
-        raise ValueError(f"W must have shape ({d}, {d}) or ({d},); got {W.shape}.")
+        raise ValueError(
+            f"W must have shape ({d}, {d}), ({d},) or, for a stack, "
+            f"(n_weights, {d}, {d}); got {W.shape}."
+        )
     return W
 
 
