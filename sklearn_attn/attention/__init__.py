@@ -22,7 +22,8 @@ The implicit bias of softmax attention (Sheen, Chen, Wang and Zhou, 2024):
 from ._implicit_bias import AttentionTrainingResult, train_attention_classifier
 from ._instances import make_max_margin_attention_data
 from ._layer import AttentionLayer, multihead_attention
-from ._learner import MultiHeadAttentionLearner, match_heads
+from ._learner import MultiHeadAttentionLearner
+from ._matching import match_heads
 from ._max_margin import attention_margin, max_margin_feasible, max_margin_svm
 
 __all__ = [

@@ -58,10 +58,9 @@ __all__ = [
 
 # Bytes of per-chunk intermediates aimed at on the CPU. Smaller chunks keep
 # the element-wise softmax passes in cache, larger ones pay less Python
-# overhead (and hold the GIL less often) per sample. Measured on a 2-core
-# machine (2 MiB L2 per core) at (n, k, d, m) = (4096, 16, 16, 4) with two
-# threads: 0.4 MiB 98 ms, 1.7 MiB 44 ms, 3.4 MiB 35 ms, 6.8 MiB 32 ms, 13.5 MiB
-# 32 ms; under heavy load from other processes 13.5 MiB was ~1.5x slower.
+# overhead (and hold the GIL less often) per sample; a few MiB, the order of
+# the L2 caches of the cores, balances the two, and larger chunks gain
+# nothing once the overhead is amortised.
 _CPU_CHUNK_BYTES = 2**23
 
 
@@ -225,19 +224,20 @@ def _attention_keys_first(Xq, Xc, heads, xp):
     """Attention of a chunk as ``(c, k, q m)``: ``S[n, b, (a, i)]`` for query ``a``.
 
     Keys run along axis 1 so that the softmax reductions are over an outer
-    axis, which NumPy vectorises (reducing a short last axis is ~5x slower).
+    axis, which NumPy vectorises (it reduces a short last axis element by
+    element).
     """
     c, q, d = Xq.shape
     if heads.rescale:
         S = _rescaled_scores(Xq, Xc, heads, xp)
     else:
         queries = (Xq.reshape(c * q, d) @ heads.side).reshape(c, q * heads.n_heads, d)
-        # A contiguous copy of the transposed queries: BLAS is ~2x faster on it.
+        # A contiguous copy of the transposed queries: BLAS runs faster on it.
         S = xp.matmul(Xc, xp.ascontiguousarray(queries.transpose(0, 2, 1)))
         if heads.shift:
             S -= S.max(axis=1, keepdims=True)
     xp.exp(S, out=S)
-    S *= 1.0 / S.sum(axis=1, keepdims=True)  # a multiply is ~4x faster than a divide
+    S *= 1.0 / S.sum(axis=1, keepdims=True)  # a multiply is cheaper than a divide
     return S
 
 

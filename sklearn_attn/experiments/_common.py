@@ -360,22 +360,24 @@ def _mean_spread(mean, std, n_seeds, digits=3):
     return f"{mean:.{digits}g}"
 
 
-# -- helpers added for the Potts reproduction (open to the others) -------------
+# -- settings --------------------------------------------------------------------
+def check_count(value, name):
+    """``value`` as an ``int`` when it is a positive whole number.
 
-
-def check_n_seeds(n_seeds, default):
-    """The number of repetitions: ``n_seeds``, or ``default`` when it is ``None``.
-
-    Raises a ValueError unless it is a positive integer (``True``, ``2.5`` and
-    ``0`` are not).
+    A bool, a fraction or a value below one is a ``ValueError`` that names
+    ``name`` (e.g. ``"n_seeds"``); a float of whole value (``3.0``) is accepted.
 
     Examples
     --------
-    >>> from sklearn_attn.experiments._common import check_n_seeds
-    >>> check_n_seeds(None, 3), check_n_seeds(2, 3)
-    (3, 2)
+    >>> from sklearn_attn.experiments._common import check_count
+    >>> check_count(3.0, "n_seeds")
+    3
     """
-    n_seeds = default if n_seeds is None else n_seeds
-    if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or n_seeds < 1:
-        raise ValueError(f"n_seeds must be a positive integer; got {n_seeds!r}.")
-    return int(n_seeds)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not float(value).is_integer()
+        or value < 1
+    ):
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)

@@ -133,9 +133,7 @@ def check_codes(codes, *, n_sites=None, n_states=None, name="codes", rows=None):
             f"{name} must hold integer {what}; got dtype {array.dtype}.{hint}"
         )
     if array.ndim != 2 or (n_sites is not None and array.shape[1] != n_sites):
-        raise ValueError(
-            f"{name} must {shape}; got shape {array.shape}."
-        )
+        raise ValueError(f"{name} must {shape}; got shape {array.shape}.")
     if array.size and array.min() < 0:
         raise ValueError(
             f"{name} must hold non-negative codes; found {array.min()}."

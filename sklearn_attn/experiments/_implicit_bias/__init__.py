@@ -1,21 +1,22 @@
 """Reproduction: implicit bias of gradient descent on softmax attention.
 
-The study (data, training, measures and the driver, :func:`run_implicit_bias`)
-is apart from its report (text tables) and its figure; see ``_study`` for what
-is computed.
+The settings (``_config``), the instances and training runs (``_runs``), the
+measures against the max-margin solutions (``_measures``) and the driver
+(``_study``, :func:`run_implicit_bias`) are apart from the report (text
+tables) and the figure; see ``_study`` for what is computed.
 """
 
-from ._figure import plot_implicit_bias
-from ._report import format_implicit_bias_summary
-from ._study import (
+from ._config import (
     INITS,
     MEASURES,
     PARAMETRIZATIONS,
     STRUCTURES,
     THEOREM_MEASURES,
     default_implicit_bias_config,
-    run_implicit_bias,
 )
+from ._figure import plot_implicit_bias
+from ._report import format_implicit_bias_summary
+from ._study import run_implicit_bias
 
 __all__ = [
     "INITS",

@@ -13,7 +13,7 @@ from .._common import (
     _save,
     _seeds_text,
 )
-from ._study import PARAMETRIZATIONS, STRUCTURES
+from ._config import PARAMETRIZATIONS, STRUCTURES
 
 __all__ = ["plot_implicit_bias"]
 
@@ -275,36 +275,31 @@ def _plot_trajectories(ax_loss, ax_corr, ax_ratio, rows, p):
     # Ratios once every run has a positive margin (before, some are NaN).
     settled = [r for r in rows if r["n_positive_margin"] == r["n_seeds"]]
     for name, style in _SVM_STYLE.items():
-        label = _LABELS[p] if style == "-" else None
-        mean = np.array([r[f"corr_{name}_mean"] for r in rows], dtype=float)
-        std = np.array([r[f"corr_{name}_std"] for r in rows], dtype=float)
-        _curve(
-            ax_corr,
-            it,
-            mean,
-            low=mean - std,
-            high=mean + std,
+        line = dict(
             n_seeds=n_seeds,
             color=color,
             linestyle=style,
-            marker=None,
-            label=label,
+            label=_LABELS[p] if style == "-" else None,
         )
-        mean = np.array([r[f"ratio_{name}_mean"] for r in settled], dtype=float)
-        std = np.array([r[f"ratio_{name}_std"] for r in settled], dtype=float)
+        _mean_band(ax_corr, rows, f"corr_{name}", **line)
         ax_ratio.set_yscale("log")
-        _curve(
-            ax_ratio,
-            [r["iteration"] for r in settled],
-            mean,
-            low=np.maximum(mean - std, 0.5),
-            high=mean + std,
-            n_seeds=n_seeds,
-            color=color,
-            linestyle=style,
-            marker=None,
-            label=label,
-        )
+        _mean_band(ax_ratio, settled, f"ratio_{name}", floor=0.5, **line)
+
+
+def _mean_band(ax, rows, column, *, floor=-np.inf, **kwargs):
+    """The mean of ``column`` over the seeds against the iteration, with a band
+    of one standard deviation (its lower edge at least ``floor``)."""
+    mean = np.array([r[f"{column}_mean"] for r in rows], dtype=float)
+    std = np.array([r[f"{column}_std"] for r in rows], dtype=float)
+    _curve(
+        ax,
+        [r["iteration"] for r in rows],
+        mean,
+        low=np.maximum(mean - std, floor),
+        high=mean + std,
+        marker=None,
+        **kwargs,
+    )
 
 
 def _plot_spectra(ax, spectra, structure):

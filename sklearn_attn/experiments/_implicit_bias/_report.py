@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._common import _mean_spread, _seeds_text, format_table
-from ._study import PARAMETRIZATIONS, STRUCTURES
+from ._config import PARAMETRIZATIONS, STRUCTURES
 
 __all__ = ["format_implicit_bias_summary"]
 

@@ -7,7 +7,7 @@ gathers their rows.
 
 from __future__ import annotations
 
-from .._common import Progress, check_n_seeds, merge_config, run_tasks
+from .._common import Progress, check_count, merge_config, run_tasks
 from ._config import default_config
 from ._dense import _dense_row, _dense_tasks
 from ._real import _fit_real, _real_models
@@ -98,7 +98,7 @@ def run_potts(
     """
     cfg = merge_config(default_config(quick), config)
     progress = Progress(progress, prefix="[potts] ")
-    n_seeds = check_n_seeds(n_seeds, cfg["n_seeds"])
+    n_seeds = check_count(cfg["n_seeds"] if n_seeds is None else n_seeds, "n_seeds")
     # The fits are the tasks; the sequences are drawn first, here.
     synthetic = _synthetic_tasks(cfg, n_seeds, random_state, progress)
     dense = _dense_tasks(cfg, random_state, progress)

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._common import Progress, _mean_spread, merge_config, run_tasks, summarize
+from .._common import (
+    Progress,
+    _mean_spread,
+    check_count,
+    merge_config,
+    run_tasks,
+    summarize,
+)
 from . import _tables
 from ._config import default_config, target_spec
 from ._curves import _Curves, _label, _request_curves
@@ -151,10 +158,7 @@ def run_rfa(
     ['biased', 'biased_thresholds', 'degree', 'degree_thresholds', ...]
     """
     cfg = merge_config(default_config(quick), config)
-    n_seeds = cfg["n_seeds"] if n_seeds is None else n_seeds
-    if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or n_seeds < 1:
-        raise ValueError(f"n_seeds must be a positive integer; got {n_seeds!r}.")
-    n_seeds = int(n_seeds)
+    n_seeds = check_count(cfg["n_seeds"] if n_seeds is None else n_seeds, "n_seeds")
     _check_targets(cfg)
     threshold = float(cfg["threshold"])
     report = Progress(progress, prefix="[rfa] ")

@@ -24,11 +24,9 @@ from sklearn.model_selection import (
     learning_curve,
 )
 
-from sklearn_attn.attention._learner import (
-    MultiHeadAttentionLearner,
-    _exact_fit_threshold,
-)
-from sklearn_attn.datasets._attention import make_attention_layer_regression
+from sklearn_attn.attention import MultiHeadAttentionLearner
+from sklearn_attn.attention._solvers import _exact_fit_threshold
+from sklearn_attn.datasets import make_attention_layer_regression
 
 SCORERS = [
     "neg_mean_squared_error",

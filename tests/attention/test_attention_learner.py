@@ -20,14 +20,10 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_attn._backend import Device
+from sklearn_attn.attention import MultiHeadAttentionLearner, match_heads
 from sklearn_attn.attention._layer import forward
-from sklearn_attn.attention._learner import (
-    MultiHeadAttentionLearner,
-    _Objective,
-    _Parametrization,
-    match_heads,
-)
-from sklearn_attn.datasets._attention import make_attention_layer_regression
+from sklearn_attn.attention._objective import _Objective, _Parametrization
+from sklearn_attn.datasets import make_attention_layer_regression
 
 # -- scikit-learn's checks -----------------------------------------------------
 
@@ -603,7 +599,7 @@ def test_match_heads_with_fewer_learned_heads(global_random_seed):
 
 
 def test_uniform_linear_baseline_is_least_squares_over_all_tokens(global_random_seed):
-    from sklearn_attn.experiments._mha import _uniform_linear
+    from sklearn_attn.experiments._mha._curves import _uniform_linear
 
     X, Y, X_test, _, _ = _planted(n_samples=40, n_heads=2, seed=global_random_seed)
     n, k, d = X.shape
@@ -616,7 +612,7 @@ def test_uniform_linear_baseline_is_least_squares_over_all_tokens(global_random_
 
 def test_reproduction_runs_on_a_tiny_setting(tmp_path, global_random_seed):
     pytest.importorskip("matplotlib")
-    from sklearn_attn.experiments._mha import format_mha_summary, plot_mha, run_mha
+    from sklearn_attn.experiments import format_mha_summary, plot_mha, run_mha
 
     lines = []
     config = {
