@@ -44,15 +44,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import machine_info  # noqa: E402
 
 from sklearn_attn._backend import cpu_workers  # noqa: E402
+from sklearn_attn.attention import MultiHeadAttentionLearner, match_heads  # noqa: E402
 from sklearn_attn.attention._layer import (  # noqa: E402
     loss_and_gradient,
     useful_flops,
 )
-from sklearn_attn.attention._learner import (  # noqa: E402
-    MultiHeadAttentionLearner,
-    match_heads,
-)
-from sklearn_attn.datasets._attention import make_attention_layer_regression  # noqa: E402
+from sklearn_attn.datasets import make_attention_layer_regression  # noqa: E402
 
 
 def _timed(func):

@@ -56,18 +56,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import machine_info  # noqa: E402
 
+from sklearn_attn.experiments._implicit_bias import (  # noqa: E402
+    INITS,
+    PARAMETRIZATIONS,
+    default_implicit_bias_config,
+)
+from sklearn_attn.experiments._implicit_bias._measures import (  # noqa: E402
+    _aligned_rows,
+    _summary,
+)
 from sklearn_attn.experiments._implicit_bias._report import (  # noqa: E402
     _format_aligned,
 )
-from sklearn_attn.experiments._implicit_bias._study import (  # noqa: E402
-    INITS,
-    PARAMETRIZATIONS,
-    _aligned_rows,
-    _draw,
-    _summary,
-    _train,
-    default_implicit_bias_config,
-)
+from sklearn_attn.experiments._implicit_bias._runs import _draw, _train  # noqa: E402
 
 # The reproduction's full-matrix sizes and training settings, with more
 # seeds and every start at both scales.

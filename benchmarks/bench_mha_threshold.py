@@ -78,13 +78,17 @@ from sklearn_attn.experiments._mha import (  # noqa: E402
     GRID,
     INPUTS,
     PARAMETER_TOL,
+    default_mha_config,
+)
+from sklearn_attn.experiments._mha._report import (  # noqa: E402
     _format_degenerate,
     _format_thresholds,
+)
+from sklearn_attn.experiments._mha._thresholds import (  # noqa: E402
     _instance_row,
     _specs,
     _threshold_instance,
     _threshold_summary,
-    default_mha_config,
 )
 
 
@@ -162,7 +166,7 @@ def run_mha_threshold(
         starts and seconds of the fit at each, the violations and every fit
         run (``n``, test, ``Theta`` and ``W`` errors, starts, iterations,
         seconds). ``"summary"``: one row per cell (see
-        ``sklearn_attn.experiments._mha._threshold_summary``).
+        ``sklearn_attn.experiments._mha._thresholds._threshold_summary``).
     """
     cfg = default_mha_threshold_config(quick)
     for key, value in (config or {}).items():

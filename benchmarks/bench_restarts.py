@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import machine_info  # noqa: E402
 
-from sklearn_attn.attention._learner import MultiHeadAttentionLearner  # noqa: E402
-from sklearn_attn.datasets._attention import make_attention_layer_regression  # noqa: E402
+from sklearn_attn.attention import MultiHeadAttentionLearner  # noqa: E402
+from sklearn_attn.datasets import make_attention_layer_regression  # noqa: E402
 
 PROBLEMS = [
     {"m": 2, "d": 8, "k": 8, "n_train": 2000, "n_test": 4000},

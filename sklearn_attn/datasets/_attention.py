@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import check_int as _check_int
 from .._validation import check_real as _check_real
-from ..attention._layer import AttentionLayer, forward
+from ..attention import AttentionLayer, multihead_attention
 
 __all__ = ["make_attention_layer_regression"]
 
@@ -238,7 +238,7 @@ def make_attention_layer_regression(
         X = 2.0 * rng.randint(0, 2, size=size).astype(np.float64) - 1.0
     else:
         X = rng.standard_normal(size=size)
-    Y = forward(X, layer.theta, layer.values)
+    Y = multihead_attention(X, layer.theta, layer.values)
     if noise > 0:
         Y += noise * rng.standard_normal(size=size)
     return X, Y, layer

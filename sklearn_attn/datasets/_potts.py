@@ -22,7 +22,7 @@ from sklearn.utils import Bunch, check_random_state
 
 from .._validation import check_int as _check_int
 from .._validation import check_real as _check_real
-from ..potts._sampling import gibbs_sample
+from ..potts import gibbs_sample
 
 __all__ = ["make_potts_sequences"]
 

@@ -21,15 +21,13 @@ from ._alignment import (
     filter_alignment,
     sequence_weights,
 )
-from ._estimator import PottsPseudoLikelihood
-from ._sampling import (
-    conditional_log_probs,
+from ._enumeration import (
     enumerate_states,
     exact_conditional_entropy,
     exact_distribution,
-    gibbs_sample,
-    zero_sum_gauge,
 )
+from ._estimator import PottsPseudoLikelihood
+from ._sampling import conditional_log_probs, gibbs_sample, zero_sum_gauge
 from ._scores import apc, frobenius_scores
 from ._vanilla_estimator import VanillaAttentionPseudoLikelihood
 

@@ -1,4 +1,11 @@
-"""PottsPseudoLikelihood: factored self-attention trained by masked-token prediction."""
+"""PottsPseudoLikelihood: factored self-attention trained by masked-token prediction.
+
+One topic, the estimator: its parameters, fit (starts, preconditioned L-BFGS,
+warm starts), sampling and contact scores. What it shares with the vanilla
+baseline is in ``_sequence_model.py`` and the model's numerics in ``_model.py``;
+a third of the size is the class docstring, which documents both
+parametrisations for the user guide.
+"""
 
 from __future__ import annotations
 

@@ -17,41 +17,12 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_attn._backend import Device
 from sklearn_attn.attention import MultiHeadAttentionLearner, match_heads
 from sklearn_attn.attention._layer import forward
 from sklearn_attn.attention._objective import _Objective, _Parametrization
 from sklearn_attn.datasets import make_attention_layer_regression
-
-# -- scikit-learn's checks -----------------------------------------------------
-
-# The checks feed 2-D X of many widths with a single target column. token_dim=1
-# reads every column as a one-dimensional token and n_queries=1 models the
-# output of the first token only, which is one column: the checks' y.
-CHECKED = MultiHeadAttentionLearner(
-    n_heads=1, n_queries=1, token_dim=1, n_init=1, max_iter=50, random_state=0
-)
-
-
-def _expected_failures(estimator):
-    return {
-        "check_regressor_multioutput": (
-            "the targets are the layer's output tokens; with n_queries=1 and "
-            "token_dim=1 that is one column, and the check's 5 independent target "
-            "columns are not the output of any token layout"
-        ),
-    }
-
-
-@parametrize_with_checks([CHECKED], expected_failed_checks=_expected_failures)
-def test_sklearn_compatible(estimator, check):
-    with warnings.catch_warnings():
-        # max_iter=50 keeps the checks fast; not converging is fine there.
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        check(estimator)
-
 
 # -- fixtures ------------------------------------------------------------------
 

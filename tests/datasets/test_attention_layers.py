@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from sklearn_attn.attention._layer import AttentionLayer
-from sklearn_attn.datasets._attention import make_attention_layer_regression
+from sklearn_attn.attention import AttentionLayer
+from sklearn_attn.datasets import make_attention_layer_regression
 
 
 def _forward_loop(X, theta, values):

@@ -17,7 +17,7 @@ from sklearn_attn.datasets._potts import (
     _position_couplings,
     make_potts_sequences,
 )
-from sklearn_attn.potts._sampling import (
+from sklearn_attn.potts import (
     conditional_log_probs,
     enumerate_states,
     exact_distribution,

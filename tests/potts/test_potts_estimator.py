@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.model_selection import GridSearchCV
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_attn import PottsPseudoLikelihood
 from sklearn_attn.datasets import make_potts_sequences
@@ -56,28 +55,6 @@ def _fitted_on_ring(seed):
     """The default model fitted (to convergence) on ``_ring_data(seed)``."""
     X, _, _ = _ring_data(seed)
     return PottsPseudoLikelihood(random_state=seed).fit(X)
-
-
-def _expected_failures(estimator):
-    return {
-        "check_sample_weight_equivalence_on_dense_data": (
-            "the check fits continuous random floats, and the model takes integer "
-            "state codes only; the same equivalence is tested on codes in "
-            "test_sample_weight_equivalence"
-        ),
-    }
-
-
-@few_iterations
-@parametrize_with_checks(
-    [
-        PottsPseudoLikelihood(max_iter=30, random_state=0),
-        PottsPseudoLikelihood("full", max_iter=30, random_state=0),
-    ],
-    expected_failed_checks=_expected_failures,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @few_iterations

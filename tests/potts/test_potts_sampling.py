@@ -15,9 +15,8 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sklearn_attn._backend import Device
-from sklearn_attn.potts import _sampling
-from sklearn_attn.potts._sampling import (
-    _GibbsChains,
+from sklearn_attn.potts import (
+    _sampling,
     conditional_log_probs,
     enumerate_states,
     exact_conditional_entropy,
@@ -25,6 +24,7 @@ from sklearn_attn.potts._sampling import (
     gibbs_sample,
     zero_sum_gauge,
 )
+from sklearn_attn.potts._sampling import _GibbsChains
 
 # -- models and slow references -----------------------------------------------------
 

@@ -23,7 +23,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.estimator_checks import parametrize_with_checks
 from test_properties_potts import (
     ALPHABET_NAMES,
     _log_probabilities,
@@ -151,21 +150,6 @@ def _sequences(seed, n=300):
         random_state=seed,
     )
     return X
-
-
-@few_iterations
-@parametrize_with_checks(
-    [VanillaAttentionPseudoLikelihood(embedding_dim=4, max_iter=20, random_state=0)],
-    expected_failed_checks=lambda estimator: {
-        "check_sample_weight_equivalence_on_dense_data": (
-            "the check fits continuous random floats, and the model takes integer "
-            "state codes only; the same equivalence is tested on codes in "
-            "test_sample_weight_equivalence"
-        ),
-    },
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @few_iterations
