@@ -125,10 +125,8 @@ class Device:
         True on a GPU, where float32 products are as fast as or (on most
         chips) many times faster than float64 ones and the refinement's extra
         passes over the data are cheap. False on the CPU, where the gain of
-        float32 products was measured to be lost to those memory-bound passes
-        (a 2-core machine: 16.9 s against 12.2 s for a dual fit of 8000
-        samples and 1024 heads): float32 data is multiplied in float64 there,
-        which needs no refinement.
+        float32 products is lost to those memory-bound passes: float32 data
+        is multiplied in float64 there, which needs no refinement.
         """
         return self.kind != "cpu"
 
@@ -336,12 +334,11 @@ def eigh(matrix, device: Device):
     """
     if device.kind == "cpu":
         # LAPACK's tridiagonal reduction is half level-2 BLAS, whose threads
-        # synchronise at every step: with OpenBLAS's spinning threads and one
-        # other busy process on two cores, n = 500 took 1.1 s on two threads
-        # against 0.12 s on one (benchmarks/bench_eigh_threads.py). On idle
-        # cores two threads win from n = 1024 (1.5 to 1.7 times faster up to
-        # 2048, results/eigh_threads_idle.json): the threshold accepts that
-        # for the 2 to 40 times it saves on busy ones (eigh_threads.json).
+        # synchronise at every step: with spinning BLAS threads and another
+        # busy process, small problems run many times slower on several
+        # threads than on one. Large ones gain from threads on idle cores;
+        # the threshold gives up that gain below it for the loss it avoids on
+        # busy ones (the benchmark pages have both).
         n_threads = 1 if matrix.shape[0] <= _EIGH_SERIAL_SIZE else None
         with _blas_controller().limit(limits=n_threads):
             return scipy.linalg.eigh(

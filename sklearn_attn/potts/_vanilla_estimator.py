@@ -236,8 +236,8 @@ class VanillaAttentionPseudoLikelihood(
     @staticmethod
     def _block_rows(layer, xp):
         """Sequences per block: about ``5 L^2 + 8 L q`` float64 numbers of
-        intermediates each, in blocks that stay in cache on a CPU (measured
-        faster than larger ones) and fill a GPU."""
+        intermediates each, in blocks that stay in a CPU's cache (the passes
+        over them are memory-bound) and fill a GPU."""
         L, q = layer.n_sites, layer.n_states
         per_row = 8 * (5 * L * L + 8 * L * q)
         return max(1, chunk_bytes(xp, _BLOCK_BYTES) // per_row)

@@ -152,9 +152,8 @@ def _format_dense(rows):
     if "vanilla" in skipped:
         limit = next(r["vanilla_max_n"] for r in rows if r["model"] == "vanilla")
         text += (
-            f"\nvanilla: not run above n = {limit}; its fits are the slowest (and "
-            "it had not converged after 500 iterations at any n in "
-            "benchmarks/bench_potts_dense.py)"
+            f"\nvanilla: not run above n = {limit}; its fits are the slowest (the "
+            "user guide's Potts section has its longer runs)"
         )
     return text
 
