@@ -292,7 +292,7 @@ def _run_contacts(args):
     """``contacts``: input problems end the command with a message, not a trace."""
     try:
         return args.run(args)
-    except (OSError, ValueError, ImportError, RuntimeError) as exc:
+    except (OSError, ValueError, ImportError, RuntimeError, MemoryError) as exc:
         # A missing file, a bad alignment or option, no CuPy or no GPU.
         print(f"sklearn-attn contacts: error: {exc}", file=sys.stderr)
         return 1

@@ -30,6 +30,7 @@ import scipy.linalg
 
 __all__ = [
     "Device",
+    "available_memory_bytes",
     "resolve_device",
     "to_device",
     "to_host",
@@ -543,3 +544,19 @@ def limit_optimizer_blas():
         if lib.user_api == "blas" and "numpy" not in lib.filepath
     ]
     return controller.select(filepath=[lib.filepath for lib in others]).limit(limits=1)
+
+
+def available_memory_bytes():
+    """Memory the system can give this process without swapping, or None.
+
+    Linux's ``MemAvailable``; None where it is unknown (the check is then left
+    to the system).
+    """
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None

@@ -10,6 +10,8 @@ import time
 
 __all__ = [
     "Progress",
+    "byte_size",
+    "format_bytes",
     "fraction",
     "non_negative_float",
     "positive_int",
@@ -83,3 +85,29 @@ def fraction(text):
     if value > 1:
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
     return value
+
+
+def format_bytes(n_bytes):
+    """``n_bytes`` in kB, MB, GB or TB, to three significant digits."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes / 1e3:.3g} kB"
+
+
+_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def byte_size(text):
+    """argparse type: a size such as ``8G``, ``500MB`` or ``1.5e9`` (bytes)."""
+    value = text.strip().upper().removesuffix("B")
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    try:
+        number = float(value[: len(value) - len(unit)])
+    except ValueError:
+        number = -1.0
+    if not number > 0 or not math.isfinite(number):
+        raise argparse.ArgumentTypeError(
+            f"expected a size such as 8G, 500M or 1.5e9 (bytes); got {text!r}"
+        )
+    return int(number * _UNITS[unit])

@@ -10,7 +10,8 @@ made of:
   pair distances, and the precision of ranked contacts against them;
 - :func:`write_contacts`, :func:`write_ec`, :func:`write_couplings` and
   :func:`read_couplings`: files for other tools (ranked contact tables,
-  plmc's coupling scores, the model's parameters);
+  plmc's coupling scores, the model's parameters), and :func:`write_weights`
+  and :func:`read_weights` for sequence weights;
 - :func:`add_parser`: the ``contacts`` command's parser, for a program that
   embeds the command.
 
@@ -19,7 +20,14 @@ The application imports the library; the library never imports it.
 
 from ._alignment import Alignment, read_alignment
 from ._command import add_parser
-from ._formats import read_couplings, write_contacts, write_couplings, write_ec
+from ._formats import (
+    read_couplings,
+    read_weights,
+    write_contacts,
+    write_couplings,
+    write_ec,
+    write_weights,
+)
 from ._structure import (
     contact_precision,
     read_contact_map,  # noqa: F401  (deprecated; not in __all__)
@@ -33,7 +41,9 @@ __all__ = [
     "read_alignment",
     "read_couplings",
     "read_distances",
+    "read_weights",
     "write_contacts",
     "write_couplings",
     "write_ec",
+    "write_weights",
 ]

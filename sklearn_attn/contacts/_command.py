@@ -19,11 +19,30 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._console import Progress, fraction, non_negative_float, positive_int
-from ..potts import PottsPseudoLikelihood, apc
+from .._backend import available_memory_bytes
+from .._console import (
+    Progress,
+    byte_size,
+    format_bytes,
+    fraction,
+    non_negative_float,
+    positive_int,
+)
+from ..potts import (
+    PottsPseudoLikelihood,
+    apc,
+    estimate_fit_memory,
+    sequence_weights,
+)
 from ._alignment import Alignment
 from ._figure import plot_contact_map
-from ._formats import write_contacts, write_couplings, write_ec
+from ._formats import (
+    read_weights,
+    write_contacts,
+    write_couplings,
+    write_ec,
+    write_weights,
+)
 from ._structure import contact_precision, read_distances
 
 DEFAULT_OUTPUT_DIR = "contacts_out"
@@ -131,6 +150,28 @@ def add_parser(subparsers):
         "1 - plmc's -t (default: 0.8, i.e. plmc's -t 0.2); 0 disables it",
     )
     parser.add_argument(
+        "--weights",
+        metavar="FILE",
+        default=None,
+        help="read the sequence weights from FILE instead of computing them: one "
+        "number a line, one line per sequence kept (as --save-weights and plmc "
+        "write them)",
+    )
+    parser.add_argument(
+        "--save-weights",
+        metavar="FILE",
+        default=None,
+        help="write the sequence weights used to FILE, for a later --weights",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=byte_size,
+        default=None,
+        metavar="SIZE",
+        help="refuse, before any work, a fit whose arrays need more than SIZE "
+        "(such as 8G or 500M; default: the memory available)",
+    )
+    parser.add_argument(
         "--max-iter",
         type=positive_int,
         default=None,
@@ -220,8 +261,11 @@ def predict_contacts(args):
 
     alignment = _read(args, progress)
     timings["read_s"] = progress.elapsed()
-    model, converged = _fit(alignment, args, progress)
-    timings["fit_s"] = progress.elapsed() - timings["read_s"]
+    memory = _check_memory(alignment, args, progress)
+    weights = _weigh(alignment, args, progress)
+    timings["weight_s"] = progress.elapsed() - timings["read_s"]
+    model, converged = _fit(alignment, weights, args, progress)
+    timings["fit_s"] = progress.elapsed() - timings["read_s"] - timings["weight_s"]
     raw = model.contact_scores(apc_correction=False, gauge=args.gauge)
     scores = apc(raw)
     known = precision = None
@@ -229,7 +273,7 @@ def predict_contacts(args):
         known = read_distances(args.distances, alignment.positions)
         precision = _score(scores, known, args, progress)
     files, figure_note = _write(args, alignment, model, raw, scores, known)
-    timings["write_s"] = progress.elapsed() - timings["read_s"] - timings["fit_s"]
+    timings["write_s"] = progress.elapsed() - sum(timings.values())
     peak = _peak_rss_bytes()
     summary = _summary(
         args,
@@ -243,6 +287,7 @@ def predict_contacts(args):
         memory=None
         if peak is None or baseline_rss is None
         else max(peak - baseline_rss, 0) / 1e6,
+        memory_estimate=memory,
     )
     with open(
         os.path.join(args.output_dir, "summary.json"), "w", encoding="utf-8"
@@ -273,13 +318,66 @@ def _read(args, progress):
     return alignment
 
 
+def _check_memory(alignment, args, progress):
+    """The estimated peak of the fit, in bytes; stops at once above the limit."""
+    estimate = estimate_fit_memory(
+        alignment.n_sequences,
+        alignment.n_sites,
+        alignment.n_states,
+        args.model,
+        args.heads,
+    )
+    limit = args.max_memory
+    source = "--max-memory"
+    if limit is None and (args.device or "cpu") == "cpu":
+        limit, source = available_memory_bytes(), "the memory available"
+    if limit is not None and estimate > limit:
+        options = (
+            "--model factored (about half as much)"
+            if args.model == "full"
+            else "fewer heads (--heads)"
+        )
+        raise MemoryError(
+            f"the {args.model} model of {alignment.n_sites} sites x "
+            f"{alignment.n_states} states ({alignment.n_sequences} sequences) needs "
+            f"about {format_bytes(estimate)} of memory, more than "
+            f"{format_bytes(limit)} ({source}); nothing was fitted. Options: "
+            f"{options}, fewer sites (--focus, or a filtered alignment), a GPU "
+            "(--device cuda), or a machine with more memory."
+        )
+    progress(f"the fit needs about {format_bytes(estimate)} of memory")
+    return estimate
+
+
+def _weigh(alignment, args, progress):
+    """The sequence weights of the fit (None: one per sequence)."""
+    if args.weights is not None:
+        weights = read_weights(args.weights, alignment.n_sequences)
+        progress(f"read {weights.size} weights from {args.weights}")
+    elif args.identity > 0:
+        weights = sequence_weights(
+            alignment.codes,
+            identity_threshold=args.identity,
+            n_states=alignment.n_states,
+        )
+        progress(f"weighted the sequences at identity {args.identity}")
+    else:
+        weights = None
+    if args.save_weights is not None:
+        write_weights(
+            args.save_weights,
+            np.ones(alignment.n_sequences) if weights is None else weights,
+        )
+    return weights
+
+
 def _max_iter(args):
     if args.max_iter is not None:
         return args.max_iter
     return 60 if args.model == "full" else 1000
 
 
-def _fit(alignment, args, progress):
+def _fit(alignment, weights, args, progress):
     """The fitted model, and whether it converged within ``max_iter``."""
     model = PottsPseudoLikelihood(
         args.model,
@@ -287,7 +385,6 @@ def _fit(alignment, args, progress):
         states=range(alignment.n_states),
         alpha_fields=args.alpha_fields,
         alpha_couplings=args.alpha_couplings,
-        sequence_identity=args.identity if args.identity > 0 else None,
         max_iter=_max_iter(args),
         tol=args.tol,
         random_state=args.random_state,
@@ -303,7 +400,7 @@ def _fit(alignment, args, progress):
         warnings.simplefilter("always")
         # The estimator's progress lines go to standard error, with ours.
         with contextlib.redirect_stdout(sys.stderr):
-            model.fit(alignment.codes)
+            model.fit(alignment.codes, sample_weight=weights)
     converged = True
     for w in caught:
         if issubclass(w.category, ConvergenceWarning):
@@ -368,7 +465,17 @@ def _write(args, alignment, model, raw, scores, known):
 
 
 def _summary(
-    args, alignment, model, *, converged, precision, files, wall, timings, memory
+    args,
+    alignment,
+    model,
+    *,
+    converged,
+    precision,
+    files,
+    wall,
+    timings,
+    memory,
+    memory_estimate,
 ):
     """What ``summary.json`` records of the run."""
     return {
@@ -386,6 +493,7 @@ def _summary(
         "q": alignment.n_states,
         "N_eff": model.n_eff_,
         "identity": args.identity,
+        "weights": None if args.weights is None else os.path.abspath(args.weights),
         "alpha_couplings": args.alpha_couplings,
         "alpha_fields": args.alpha_fields,
         "model": args.model,
@@ -399,6 +507,7 @@ def _summary(
         "wall_time_s": wall,
         "timings_s": timings,
         "peak_memory_mb": memory,
+        "memory_estimate_mb": memory_estimate / 1e6,
         "precision": precision,
         "distances": None
         if args.distances is None

@@ -1,9 +1,11 @@
-"""Files for other tools: ranked contact tables, plmc's coupling scores, parameters.
+"""Files for other tools: ranked contact tables, plmc's coupling scores, parameters,
+sequence weights.
 
 :func:`write_contacts` writes the ranked pairs as CSV, :func:`write_ec`
-plmc's coupling-scores format (as EVcouplings reads it), and
+plmc's coupling-scores format (as EVcouplings reads it),
 :func:`write_couplings` / :func:`read_couplings` the model's parameters as
-an ``.npz`` archive that reads back bit for bit.
+an ``.npz`` archive that reads back bit for bit, and :func:`write_weights` /
+:func:`read_weights` sequence weights as plmc's weights files hold them.
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from .._validation import check_real_array
+from ._alignment import _read_text
 
-__all__ = ["read_couplings", "write_contacts", "write_couplings", "write_ec"]
+__all__ = [
+    "read_couplings",
+    "read_weights",
+    "write_contacts",
+    "write_couplings",
+    "write_ec",
+    "write_weights",
+]
 
 
 def _sites(positions, residues, n_sites):
@@ -603,3 +613,82 @@ def read_couplings(file):
         residues=None if residues is None else "".join(residues),
         metadata=metadata,
     )
+
+
+def write_weights(file, weights):
+    """Write sequence weights as plmc does: one number a line, one line a sequence.
+
+    Each weight is written with 17 significant digits, so that
+    :func:`read_weights` reads back the same float64 numbers.
+
+    Parameters
+    ----------
+    file : str, path-like or file object
+        A path, or a file opened for writing text.
+    weights : array-like of shape (n_sequences,)
+        Non-negative finite weights, in the order of the alignment's sequences.
+
+    See Also
+    --------
+    read_weights : The inverse.
+    sklearn_attn.potts.sequence_weights : The identity reweighting.
+
+    Examples
+    --------
+    >>> import io
+    >>> from sklearn_attn.contacts import read_weights, write_weights
+    >>> out = io.StringIO()
+    >>> write_weights(out, [1.0, 0.5, 1 / 3])
+    >>> out.getvalue()
+    '1\\n0.5\\n0.33333333333333331\\n'
+    >>> read_weights(io.StringIO(out.getvalue())).tolist() == [1.0, 0.5, 1 / 3]
+    True
+    """
+    weights = _check_weights(check_real_array(weights, "weights", dtype=np.float64))
+    _write_rows(file, [[f"{w:.17g}"] for w in weights.tolist()], separator="")
+
+
+def read_weights(file, n_sequences=None):
+    """Read sequence weights written by :func:`write_weights` or plmc.
+
+    Parameters
+    ----------
+    file : str, path-like or file object
+        The weights: numbers separated by white space (plmc writes one a
+        line); ``#`` starts a comment.
+    n_sequences : int or None, default=None
+        The number of sequences the weights must match.
+
+    Returns
+    -------
+    weights : ndarray of shape (n_sequences,), dtype float64
+
+    Raises
+    ------
+    ValueError
+        For text that is not numbers, negative or non-finite weights, no
+        positive weight, or a count other than ``n_sequences``.
+    """
+    text = _read_text(file, name="file")
+    fields = [f for line in text.split("\n") for f in line.partition("#")[0].split()]
+    try:
+        weights = np.array([float(field) for field in fields], dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"The weights file must hold numbers only: {exc}.") from None
+    if n_sequences is not None and weights.size != n_sequences:
+        raise ValueError(
+            f"The weights file has {weights.size} weight(s) but the alignment "
+            f"{n_sequences} sequence(s) (after dropping those with letters "
+            "outside the alphabet): one weight a sequence, in file order."
+        )
+    return _check_weights(weights, "the weights file")
+
+
+def _check_weights(weights, name="weights"):
+    if weights.ndim != 1 or weights.size == 0:
+        raise ValueError(f"{name} must be 1-D with one weight a sequence.")
+    if not np.isfinite(weights).all() or (weights < 0).any():
+        raise ValueError(f"{name} must hold finite non-negative numbers.")
+    if not (weights > 0).any():
+        raise ValueError(f"{name} holds no positive weight.")
+    return weights

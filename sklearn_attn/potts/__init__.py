@@ -27,6 +27,7 @@ from ._enumeration import (
     exact_distribution,
 )
 from ._estimator import PottsPseudoLikelihood
+from ._memory import estimate_fit_memory
 from ._sampling import conditional_log_probs, gibbs_sample, zero_sum_gauge
 from ._scores import apc, frobenius_scores
 from ._vanilla_estimator import VanillaAttentionPseudoLikelihood
@@ -41,6 +42,7 @@ __all__ = [
     "decode_sequences",
     "encode_sequences",
     "enumerate_states",
+    "estimate_fit_memory",
     "exact_conditional_entropy",
     "exact_distribution",
     "filter_alignment",

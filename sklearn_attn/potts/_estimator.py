@@ -23,11 +23,13 @@ from sklearn.utils.validation import (
 
 from .._backend import (
     DeviceCacheMixin,
+    available_memory_bytes,
     free_device_memory,
     resolve_device,
     to_device,
     to_host,
 )
+from ._memory import estimate_fit_memory, memory_error
 from ._model import (
     FactoredAttention,
     FullCouplings,
@@ -362,6 +364,13 @@ class PottsPseudoLikelihood(
         self : object
             The fitted model.
 
+        Raises
+        ------
+        MemoryError
+            Before any work, when the fit's arrays would need more memory than
+            the system has available (see
+            :func:`~sklearn_attn.potts.estimate_fit_memory`).
+
         Warns
         -----
         ConvergenceWarning
@@ -396,6 +405,7 @@ class PottsPseudoLikelihood(
             else self.alpha_couplings
         )
         parametrization = self._make_parametrization(n_sites, n_states)
+        self._check_memory(device, len(codes), n_sites, n_states)
         frequencies = _state_frequencies(codes, weights, n_states)
         weight_sum = float(weights.sum())
         init = self._resolved_init()
@@ -428,6 +438,25 @@ class PottsPseudoLikelihood(
         run = self._keep_best_run(runs)
         self._store(parametrization, run["theta"])
         return self
+
+    def _check_memory(self, device, n_rows, n_sites, n_states):
+        """Stop before any work when the fit's arrays cannot fit in memory."""
+        if device.kind != "cpu":
+            return  # the large arrays live in the device's memory
+        limit = available_memory_bytes()
+        estimate = estimate_fit_memory(
+            n_rows, n_sites, n_states, self.parametrization, self.n_heads
+        )
+        if limit is not None and estimate > limit:
+            raise memory_error(
+                estimate,
+                limit,
+                where=f"{type(self).__name__}.fit ({self.parametrization!r}, "
+                f"L = {n_sites}, q = {n_states}, {n_rows} distinct sequences)",
+                options="Fit the factored model (parametrization='factored'), "
+                "fewer sites or sequences, on a GPU (device='cuda'), or on a "
+                "machine with more memory.",
+            )
 
     def _resolved_init(self):
         """``init`` with ``"auto"`` resolved; ``None`` for the full model."""

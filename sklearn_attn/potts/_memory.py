@@ -1,0 +1,94 @@
+"""The memory a Potts fit needs, known before the work: an estimate, and the check.
+
+The peak of a fit is set by the arrays of the size of the couplings, ``(L q)^2``
+numbers: the parameters, the preconditioned coordinates and the gradient (float64),
+the L-BFGS history (float32 pairs), the preconditioner, and the coupling matrix
+and its gradient that each evaluation forms; beside them, the one-hot blocks of
+the sequences, ``n L q`` float32 numbers at most. The factored model forms the
+same coupling matrix from its heads, but its parameters and history are small.
+The coefficients bound from above the peak of the arrays a fit allocates (the
+tests compare them with the peak that ``tracemalloc`` records), so that a fit the
+estimate allows does not run out of memory for them.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+from .._console import format_bytes
+
+__all__ = ["estimate_fit_memory"]
+
+# Bytes per entry of the (L q) x (L q) coupling matrix at the peak of a fit.
+_BYTES_PER_COUPLING = {"full": 56, "factored": 28}
+# Bytes per one-hot entry n x (L q): one float32 copy of the sequences.
+_BYTES_PER_ONE_HOT = 4
+# Bytes per parameter held besides the coupling matrix (the factored model's
+# parameters, gradient and L-BFGS history).
+_BYTES_PER_PARAMETER = {"full": 0, "factored": 96}
+# Small arrays: fields, frequencies, weights, codes, the optimiser's scalars.
+_OVERHEAD_BYTES = 32 * 2**20
+
+
+def estimate_fit_memory(
+    n_sequences, n_sites, n_states, parametrization="factored", n_heads=1
+):
+    """Peak memory, in bytes, of fitting :class:`~sklearn_attn.PottsPseudoLikelihood`.
+
+    An estimate from above of the arrays a fit allocates on the compute device
+    (the interpreter and the libraries come on top): about ``56 (L q)^2`` bytes
+    for the full model, ``28 (L q)^2`` for the factored one, plus ``4 n L q`` for
+    the one-hot sequences. ``fit`` checks it against the available memory
+    before any work, and the ``contacts`` command against ``--max-memory``.
+
+    Parameters
+    ----------
+    n_sequences : int
+        Sequences of the fit (distinct ones, or all of them for a bound).
+    n_sites, n_states : int
+        ``L`` and ``q``.
+    parametrization : {"factored", "full"}, default="factored"
+        The model.
+    n_heads : int, default=1
+        Attention heads of the factored model.
+
+    Returns
+    -------
+    n_bytes : int
+
+    Examples
+    --------
+    >>> from sklearn_attn.potts import estimate_fit_memory
+    >>> round(estimate_fit_memory(13_600, 53, 21, "full") / 2**20)  # MiB
+    156
+    """
+    for name, value, low in (
+        ("n_sequences", n_sequences, 1),
+        ("n_sites", n_sites, 2),
+        ("n_states", n_states, 2),
+        ("n_heads", n_heads, 1),
+    ):
+        if not isinstance(value, Integral) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    if parametrization not in _BYTES_PER_COUPLING:
+        raise ValueError(
+            f"parametrization must be 'factored' or 'full'; got {parametrization!r}."
+        )
+    width = int(n_sites) * int(n_states)
+    n_parameters = width
+    if parametrization == "factored":
+        n_parameters += int(n_heads) * (int(n_sites) ** 2 + int(n_states) ** 2)
+    return (
+        _BYTES_PER_COUPLING[parametrization] * width**2
+        + _BYTES_PER_ONE_HOT * int(n_sequences) * width
+        + _BYTES_PER_PARAMETER[parametrization] * n_parameters
+        + _OVERHEAD_BYTES
+    )
+
+
+def memory_error(estimate, limit, *, where, options):
+    """The error of a fit that would not fit: the estimate, the limit, the ways out."""
+    return MemoryError(
+        f"{where} needs about {format_bytes(estimate)} of memory, more than "
+        f"{format_bytes(limit)} available; nothing was fitted. {options}"
+    )
