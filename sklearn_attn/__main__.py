@@ -23,7 +23,6 @@ through ``sklearn_attn.experiments._common.run_tasks`` (or
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import os
@@ -31,6 +30,8 @@ import shlex
 import sys
 import time
 from typing import NamedTuple
+
+from ._console import CommandError, on_cluster
 
 DEFAULT_OUT = "sklearn_attn_out"
 
@@ -99,7 +100,7 @@ REPRODUCTIONS = {
 
 
 def _build_parser():
-    from ._console import positive_int
+    from ._console import add_scheduler_option, positive_int
     from .contacts import add_parser as add_contacts_parser
 
     parser = argparse.ArgumentParser(
@@ -123,7 +124,7 @@ def _build_parser():
         metavar="DIR",
         help=f"output folder (default: ./{DEFAULT_OUT})",
     )
-    _add_scheduler_option(demo)
+    add_scheduler_option(demo)
 
     rep = sub.add_parser(
         "reproduce",
@@ -177,61 +178,9 @@ def _build_parser():
         help="also write DIR/run.json: the command, its wall time, the load "
         "average before and after, the library versions, the platform and the date",
     )
-    _add_scheduler_option(rep)
+    add_scheduler_option(rep)
     add_contacts_parser(sub)
     return parser
-
-
-def _add_scheduler_option(parser):
-    parser.add_argument(
-        "--scheduler",
-        default=None,
-        metavar="ADDRESS",
-        help="run the fits on the Dask cluster of this scheduler (e.g. "
-        "tcp://10.0.0.5:8786), through joblib's dask backend; the results are "
-        "those of the local run. Needs sklearn-attn[dask].",
-    )
-
-
-class _CommandError(Exception):
-    """A problem to report in one line (and exit status 1), not as a traceback."""
-
-
-@contextlib.contextmanager
-def _on_cluster(address):
-    """Send joblib's work to the Dask cluster at ``address`` (if not None)."""
-    if address is None:
-        yield
-        return
-    try:
-        from dask.distributed import Client
-    except ImportError as exc:
-        raise _CommandError(
-            "--scheduler needs dask.distributed, which is not installed: "
-            "pip install sklearn-attn[dask]"
-        ) from exc
-    import joblib
-
-    try:
-        client = Client(address)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise _CommandError(
-            f"could not connect to the Dask scheduler at {address}: {exc}"
-        ) from exc
-    with client:
-        nthreads = client.nthreads()
-        _stderr(
-            f"on the Dask cluster at {client.scheduler.address}: "
-            f"{len(nthreads)} workers, {sum(nthreads.values())} threads"
-        )
-        # n_jobs=-1: as many tasks at once as the cluster has threads, unless
-        # --n-jobs says otherwise.
-        with joblib.parallel_config(backend="dask", n_jobs=-1):
-            yield
-
-
-def _stderr(message):
-    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv=None):
@@ -256,7 +205,7 @@ def main(argv=None):
         return _run_contacts(args)
     out_dir = os.path.abspath(args.out)
     try:
-        with _on_cluster(args.scheduler):
+        with on_cluster(args.scheduler):
             if args.command == "demo":
                 for name in REPRODUCTIONS:
                     _run(
@@ -282,7 +231,7 @@ def main(argv=None):
                     random_state=args.random_state,
                     n_jobs=args.n_jobs,
                 )
-    except _CommandError as exc:
+    except CommandError as exc:
         print(f"sklearn-attn {args.command}: error: {exc}", file=sys.stderr)
         return 1
     return 0

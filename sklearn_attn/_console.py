@@ -1,19 +1,24 @@
 """What the commands and the studies share at the console: progress lines on
-standard error with the elapsed time, and the argument types of the parsers."""
+standard error with the elapsed time, the argument types of the parsers, and
+``--scheduler``, which sends a command's joblib work to a Dask cluster."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import time
 
 __all__ = [
+    "CommandError",
     "Progress",
+    "add_scheduler_option",
     "byte_size",
     "format_bytes",
     "fraction",
     "non_negative_float",
+    "on_cluster",
     "positive_int",
     "print_to_stderr",
 ]
@@ -111,3 +116,55 @@ def byte_size(text):
             f"expected a size such as 8G, 500M or 1.5e9 (bytes); got {text!r}"
         )
     return int(number * _UNITS[unit])
+
+
+# -- clusters -------------------------------------------------------------------
+
+
+def add_scheduler_option(parser):
+    """Add ``--scheduler ADDRESS`` to a command's parser."""
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the fits on the Dask cluster of this scheduler (e.g. "
+        "tcp://10.0.0.5:8786), through joblib's dask backend; the results are "
+        "those of the local run. Needs sklearn-attn[dask].",
+    )
+
+
+class CommandError(Exception):
+    """A problem to report in one line (and exit status 1), not as a traceback."""
+
+
+@contextlib.contextmanager
+def on_cluster(address):
+    """Send joblib's work to the Dask cluster at ``address`` (if not None)."""
+    if address is None:
+        yield
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError as exc:
+        raise CommandError(
+            "--scheduler needs dask.distributed, which is not installed: "
+            "pip install sklearn-attn[dask]"
+        ) from exc
+    import joblib
+
+    try:
+        client = Client(address)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CommandError(
+            f"could not connect to the Dask scheduler at {address}: {exc}"
+        ) from exc
+    with client:
+        nthreads = client.nthreads()
+        print_to_stderr(
+            f"on the Dask cluster at {client.scheduler.address}: "
+            f"{len(nthreads)} workers, {sum(nthreads.values())} threads"
+        )
+        # n_jobs=-1: as many tasks at once as the cluster has threads, unless
+        # --n-jobs says otherwise.
+        with joblib.parallel_config(backend="dask", n_jobs=-1):
+            yield

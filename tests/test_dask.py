@@ -180,6 +180,34 @@ def test_command_line_on_a_cluster_writes_the_local_tables(cluster, tmp_path, ca
         assert (tmp_path / "cluster" / name).read_bytes() == local
 
 
+def test_contacts_of_many_families_on_a_cluster(cluster, tmp_path, capsys):
+    """``contacts A B C --scheduler ADDRESS`` writes the files of the local run."""
+    from sklearn_attn.__main__ import main
+    from sklearn_attn.datasets import make_potts_sequences
+    from sklearn_attn.potts import decode_sequences
+
+    paths = []
+    for seed in range(3):
+        codes, _ = make_potts_sequences(
+            n_samples=60, n_sites=6, n_states=21, random_state=seed
+        )
+        path = tmp_path / f"family{seed}.fasta"
+        sequences = decode_sequences(codes, alphabet="protein")
+        path.write_text("".join(f">s{k}\n{s}\n" for k, s in enumerate(sequences)))
+        paths.append(str(path))
+    argv = ["contacts", *paths, "--max-iter", "3", "-q", "-o"]
+    with threadpool_limits(1, user_api="blas"):
+        assert main([*argv, str(tmp_path / "local")]) == 0
+    scheduler = ["--scheduler", cluster.scheduler_address]
+    assert main([*argv, str(tmp_path / "cluster"), *scheduler]) == 0
+    assert "on the Dask cluster at" in capsys.readouterr().err
+    for seed in range(3):
+        for name in ("contacts.csv", "contacts.ec", "couplings.npz"):
+            local = (tmp_path / "local" / f"family{seed}" / name).read_bytes()
+            remote = (tmp_path / "cluster" / f"family{seed}" / name).read_bytes()
+            assert remote == local, (seed, name)
+
+
 # -- fit on a dask array ---------------------------------------------------------------
 ESTIMATORS = {
     "RFA": RandomFeatureAttentionRegressor(n_heads=40, alpha=0.1),

@@ -10,7 +10,9 @@ follow plmc's where it has one.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import csv
 import json
 import os
 import sys
@@ -22,10 +24,12 @@ from sklearn.exceptions import ConvergenceWarning
 from .._backend import available_memory_bytes
 from .._console import (
     Progress,
+    add_scheduler_option,
     byte_size,
     format_bytes,
     fraction,
     non_negative_float,
+    on_cluster,
     positive_int,
 )
 from ..potts import (
@@ -46,6 +50,8 @@ from ._formats import (
 from ._structure import contact_precision, read_distances
 
 DEFAULT_OUTPUT_DIR = "contacts_out"
+# Suffixes of alignment files, left out of the folder names of families.
+_SUFFIXES = (".gz", ".a2m", ".a3m", ".fasta", ".fa", ".afa", ".aln", ".txt")
 
 
 def add_parser(subparsers):
@@ -83,7 +89,10 @@ def add_parser(subparsers):
     parser.add_argument(
         "alignment",
         metavar="ALIGNMENT",
-        help="aligned FASTA, A2M or A3M file (gzipped or not)",
+        nargs="+",
+        help="aligned FASTA, A2M or A3M file (gzipped or not); with several, each "
+        "family is fitted into a folder of its own under --output-dir, and "
+        "families.csv sums them up",
     )
     parser.add_argument(
         "--format",
@@ -208,10 +217,11 @@ def add_parser(subparsers):
     parser.add_argument(
         "--distances",
         metavar="FILE",
+        nargs="+",
         default=None,
         help="known structure to score the prediction: a table of lines 'i j ... "
         "distance' (1-based positions as in contacts.csv, distance last) or an "
-        "L x L distance matrix",
+        "L x L distance matrix; one file per ALIGNMENT, in the same order",
     )
     parser.add_argument(
         "--cutoff",
@@ -233,6 +243,15 @@ def add_parser(subparsers):
         help=f"where the files go (default: ./{DEFAULT_OUTPUT_DIR})",
     )
     parser.add_argument(
+        "--n-jobs",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="families fitted at once (default: 1; with --scheduler, as many as "
+        "the cluster has threads)",
+    )
+    add_scheduler_option(parser)
+    parser.add_argument(
         "--quiet",
         "-q",
         action="store_true",
@@ -247,16 +266,136 @@ def add_parser(subparsers):
 
 def run(args):
     """Run ``contacts`` with parsed arguments; returns the exit status."""
-    predict_contacts(args)
-    return 0
+    families = _families(args)
+    if len(families) == 1:
+        predict_contacts(families[0])
+        return 0
+    rows = _fit_families(families, args)
+    path = os.path.join(args.output_dir, "families.csv")
+    _write_families(path, rows)
+    failed = [row for row in rows if row["status"] != "ok"]
+    for row in failed:
+        print(
+            f"sklearn-attn contacts: {row['alignment']}: {row['status']}",
+            file=sys.stderr,
+        )
+    print(
+        f"{len(rows) - len(failed)} of {len(rows)} families fitted; summary in {path}",
+        file=sys.stderr,
+    )
+    return 1 if failed else 0
+
+
+def _families(args):
+    """One set of arguments per alignment; several go into folders of their own."""
+    alignments = args.alignment
+    if isinstance(alignments, str):
+        alignments = [alignments]
+    distances = args.distances
+    if isinstance(distances, str):
+        distances = [distances]
+    if distances is not None and len(distances) != len(alignments):
+        raise ValueError(
+            f"--distances takes one file per alignment: {len(alignments)} "
+            f"alignment(s) but {len(distances)} distance file(s)."
+        )
+    if len(alignments) == 1:
+        names = [None]
+    else:
+        names = _family_names(alignments)
+        for option in ("weights", "save_weights"):
+            if getattr(args, option) is not None:
+                raise ValueError(
+                    f"--{option.replace('_', '-')} names one file, so it takes one "
+                    f"alignment; got {len(alignments)}."
+                )
+    return [
+        argparse.Namespace(
+            **{
+                **vars(args),
+                "alignment": alignment,
+                "distances": None if distances is None else distances[k],
+                "output_dir": args.output_dir
+                if name is None
+                else os.path.join(args.output_dir, name),
+                "family": name,
+            }
+        )
+        for k, (alignment, name) in enumerate(zip(alignments, names, strict=True))
+    ]
+
+
+def _family_names(paths):
+    """Folder names from the file names (without suffixes), made unique."""
+    names = []
+    for path in paths:
+        name = stem = os.path.basename(os.fspath(path))
+        while True:
+            for suffix in _SUFFIXES:
+                stem = stem.removesuffix(suffix)
+            if stem == name:
+                break
+            name = stem
+        name = name or "family"
+        base, k = name, 2
+        while name in names:
+            name, k = f"{base}_{k}", k + 1
+        names.append(name)
+    return names
+
+
+def _fit_families(families, args):
+    """Fit each family, in parallel or on a cluster; a failure is a row too."""
+    from sklearn.utils.parallel import Parallel, delayed
+
+    with on_cluster(args.scheduler):
+        n_jobs = None if args.scheduler is not None else args.n_jobs
+        return Parallel(n_jobs=n_jobs)(
+            delayed(_fit_family)(family) for family in families
+        )
+
+
+def _fit_family(family):
+    """The summary row of one family: what it gave, or why it failed."""
+    row = {"family": family.family, "alignment": family.alignment}
+    try:
+        summary = predict_contacts(family)
+    except (OSError, ValueError, RuntimeError, MemoryError) as exc:
+        return {**row, "status": f"error: {exc}"}
+    precision = summary["precision"] or {}
+    return {
+        **row,
+        "status": "ok",
+        "L": summary["L"],
+        "sequences_kept": summary["sequences_kept"],
+        "N_eff": summary["N_eff"],
+        "iterations": summary["iterations"],
+        "converged": summary["converged"],
+        **{f"precision_{key}": value for key, value in precision.items()},
+        "wall_time_s": summary["wall_time_s"],
+        "output_dir": family.output_dir,
+    }
+
+
+def _write_families(path, rows):
+    """``families.csv``: one row a family, the columns of all rows."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def predict_contacts(args):
-    """Read, fit, score and write, with parsed arguments; returns the summary
-    written to ``summary.json``."""
+    """Read, fit, score and write one family, with parsed arguments; returns the
+    summary written to ``summary.json``."""
+    if not isinstance(args.alignment, str):
+        (args,) = _families(args)
     # The interpreter with the package loaded is the baseline of the memory.
     baseline_rss = _current_rss_bytes()
-    progress = Progress(False if args.quiet else None, prefix="[contacts] ")
+    prefix = "[contacts] " if args.family is None else f"[contacts {args.family}] "
+    progress = Progress(False if args.quiet else None, prefix=prefix)
     timings = {}
 
     alignment = _read(args, progress)
