@@ -471,11 +471,17 @@ def _check_memory(alignment, args, progress):
     if limit is None and (args.device or "cpu") == "cpu":
         limit, source = available_memory_bytes(), "the memory available"
     if limit is not None and estimate > limit:
-        options = (
-            "--model factored (about half as much)"
-            if args.model == "full"
-            else "fewer heads (--heads)"
-        )
+        if args.model == "full":
+            factored = estimate_fit_memory(
+                alignment.n_sequences,
+                alignment.n_sites,
+                alignment.n_states,
+                "factored",
+                args.heads,
+            )
+            options = f"--model factored (about {format_bytes(factored)})"
+        else:
+            options = "fewer heads (--heads)"
         raise MemoryError(
             f"the {args.model} model of {alignment.n_sites} sites x "
             f"{alignment.n_states} states ({alignment.n_sequences} sequences) needs "
