@@ -262,9 +262,35 @@ def _gcv_choice(gcv_mse, alphas):
 def _trace_scaled(alphas, matrix, weight_sum, xp):
     """``alphas * trace(matrix) / weight_sum``; unchanged for a zero trace
     (constant features: every penalty then gives the same fit)."""
-    diagonal = xp.arange(matrix.shape[0])
-    trace = float(matrix[diagonal, diagonal].sum())
+    trace = _trace(matrix, xp)
     return alphas * (trace / weight_sum) if trace > 0 else alphas
+
+
+def _trace(matrix, xp):
+    diagonal = xp.arange(matrix.shape[0])
+    return float(matrix[diagonal, diagonal].sum())
+
+
+def _centred_features_vanish(centred_trace, mean_square, n_samples, dtype=np.float64):
+    """Whether the centred features are only the rounding error of centring.
+
+    ``centred_trace`` is ``sum_i w_i ||phi_i - mean||^2`` and ``mean_square``
+    ``W ||mean||^2``, their sum the raw ``sum_i w_i ||phi_i||^2``. Centring
+    ``n`` samples in ``dtype`` leaves each feature wrong by up to about
+    ``n eps`` of its magnitude, so a centred sum of squares below
+    ``(n eps)^2`` times the raw one is made of rounding alone: the features
+    are constant to working precision, the centred problem is zero and the fit
+    is the intercept. Fitting that noise instead would choose penalties
+    relative to it and amplify it without bound.
+
+    A sum that overflowed is an error: the features' products are not
+    representable in float64 (``FloatingPointError``).
+    """
+    raw = centred_trace + mean_square
+    if not np.isfinite(raw):
+        raise FloatingPointError("the products of the features overflow float64")
+    threshold = (max(n_samples, 1) * np.finfo(dtype).eps) ** 2
+    return centred_trace <= threshold * raw
 
 
 # -- shared: iterative refinement -----------------------------------------------------
@@ -317,6 +343,7 @@ def _dual_gram(features, exact, sqrt_w, weight_sum, fit_intercept, scale_rows):
     gram = LowerGram(features.n_samples, features.device)
     single = False
     weights = sqrt_w * sqrt_w
+    mean_square = 0.0  # W ||mean||^2, the part of the raw trace centring removes
     for cols in features.column_blocks():
         block = features.compute(slice(0, features.n_samples), cols)
         if exact:
@@ -325,10 +352,22 @@ def _dual_gram(features, exact, sqrt_w, weight_sum, fit_intercept, scale_rows):
         if fit_intercept:
             mean = weights.astype(block.dtype) @ block / block.dtype.type(weight_sum)
             block -= mean[None, :]
+            mean = mean.astype(np.float64, copy=False)
+            mean_square += weight_sum * float(mean @ mean)
         if scale_rows:
             block *= sqrt_w[:, None].astype(block.dtype)
         gram.add(block)
-    return gram.symmetric(), single
+    gram = gram.symmetric()
+    # Without an intercept only all-zero features vanish (a zero trace).
+    vanish = _centred_features_vanish(
+        _trace(gram, features.device.xp),
+        mean_square,
+        features.n_samples,
+        np.float32 if single else np.float64,
+    )
+    if vanish:
+        gram[...] = 0.0
+    return gram, single, vanish
 
 
 def _dual_operator(features, alpha, sqrt_w, weight_sum, fit_intercept, scale_rows):
@@ -377,7 +416,7 @@ def _solve_dual(
     problem = (sqrt_w, weight_sum, fit_intercept, scale_rows)
     # A minimum-norm fit (alpha = 0) cannot be refined: exact products.
     exact = exact or (alphas.size == 1 and alphas[0] == 0)
-    gram, single = _dual_gram(features, exact, *problem)
+    gram, single, vanish = _dual_gram(features, exact, *problem)
     if relative:
         alphas = _trace_scaled(alphas, gram, weight_sum, xp)
     loo_mse = gcv = None
@@ -431,6 +470,9 @@ def _solve_dual(
         dual_coef, steps, converged = _refine(dual_coef, y_scaled, solve, operator)
         if not converged:
             return None
+    if vanish:
+        # No direction of the centred features is fitted: coef = 0 exactly.
+        dual_coef = xp.zeros_like(dual_coef)
     # Back to feature space: coef = Phi^T D P a, and the weighted feature mean.
     if fit_intercept:
         dual_coef = (
@@ -569,6 +611,17 @@ def _solve_primal(
         for block_rows in _slices(p, 1024):
             cov[block_rows] -= scaled[block_rows, None] * scaled
     center = feature_mean if fit_intercept else None
+    # Blocks are centred in float64 (without an intercept only all-zero
+    # features vanish: a zero trace).
+    vanish = _centred_features_vanish(
+        _trace(cov, xp),
+        weight_sum * float(feature_mean @ feature_mean) if fit_intercept else 0.0,
+        features.n_samples,
+    )
+    if vanish:
+        # The centred features are rounding noise: the fit is the intercept.
+        cov[...] = 0.0
+        rhs = xp.zeros_like(rhs)
     if relative:
         alphas = _trace_scaled(alphas, cov, weight_sum, xp)
 
@@ -592,6 +645,9 @@ def _solve_primal(
             alpha_index = _gcv_choice(gcv, alphas)
             inverse = inverse_all[:, alpha_index]
         elif alphas.size > 1:
+            if vanish:
+                # No direction is fitted: every leverage is the intercept's.
+                evecs = xp.zeros_like(evecs)
             loo_mse = _primal_loo(
                 features,
                 y_scaled,
@@ -919,6 +975,13 @@ class RidgeStatistics:
             feature_mean = None
             target_mean = np.zeros(self.n_targets)
             target_ss = q + 2 * y0 * t + total * y0**2
+        mean_square = (
+            total * float(feature_mean @ feature_mean) if fit_intercept else 0.0
+        )
+        # The sums are formed from features shifted in float64 (see fit_ridge).
+        if _centred_features_vanish(_trace(matrix, np), mean_square, self.n_positive):
+            matrix[...] = 0.0
+            rhs = np.zeros_like(rhs)
         return matrix, rhs, feature_mean, target_mean, target_ss
 
     def solve(

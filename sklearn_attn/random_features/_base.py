@@ -342,26 +342,39 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             feature_exponent = feature_map.degree * x_exponent
             y_exponent = array_exponent(y_2d)
             alpha_exponent = 2 * feature_exponent + weight_exponent
-            solution = fit_ridge(
-                feature_map,
-                np.ldexp(y_2d, -y_exponent),
-                # Relative penalties scale with the (rescaled) features by
-                # themselves; only the weights' power of two is left to apply.
-                np.ldexp(alphas, -weight_exponent)
+            alphas_solved, coef_exponent = (
+                (np.ldexp(alphas, -weight_exponent), 0)
                 if relative
-                else self._scaled_alphas(alphas, alpha_exponent, xp, X_dev),
-                sample_weight=sample_weight,
-                fit_intercept=self.fit_intercept,
-                mode=self.solver,
-                relative_alphas=relative,
-                gcv_weight_sum=(
-                    float(np.ldexp(sample_weight.sum(), weight_exponent))
-                    if sample_weight is not None
-                    else float(X.shape[0])
-                )
-                if relative
-                else None,
+                else self._scaled_alphas(alphas, alpha_exponent, xp, X_dev)
             )
+            try:
+                solution = fit_ridge(
+                    feature_map,
+                    np.ldexp(y_2d, -y_exponent),
+                    # Relative penalties scale with the (rescaled) features by
+                    # themselves; only the weights' power of two is left to apply.
+                    alphas_solved,
+                    sample_weight=sample_weight,
+                    fit_intercept=self.fit_intercept,
+                    mode=self.solver,
+                    relative_alphas=relative,
+                    gcv_weight_sum=(
+                        float(np.ldexp(sample_weight.sum(), weight_exponent))
+                        if sample_weight is not None
+                        else float(X.shape[0])
+                    )
+                    if relative
+                    else None,
+                )
+            except FloatingPointError as error:
+                raise _out_of_range(
+                    self,
+                    "the features are not representable together in float64",
+                    float(xp.abs(X_dev).max()),
+                    f"({error}: the features of different degree in X, such as "
+                    "the value-bias features beside the others, lie too far "
+                    "apart)",
+                ) from None
             X_max = float(xp.abs(X_dev).max()) if x_exponent else 1.0
             del X_dev, feature_map
         # Nothing on the device is referenced any more: give the pool back.
@@ -371,7 +384,8 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             alphas,
             y.ndim,
             y_exponent=y_exponent,
-            feature_exponent=feature_exponent,
+            feature_exponent=feature_exponent + coef_exponent,
+            solved_tiny=coef_exponent > 0,
             alpha_exponent=alpha_exponent,
             X_max=X_max,
             y_max=float(np.abs(y_2d).max()),
@@ -389,6 +403,7 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         alpha_exponent=0,
         X_max=1.0,
         y_max=None,
+        solved_tiny=False,
     ):
         """Set ``coef_``, ``intercept_``, ``alpha_`` and ``solver_`` (and
         ``loo_mse_``, ``best_score_``, ``gcv_mse_``) from a RidgeSolution.
@@ -398,6 +413,8 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         ``2^alpha_exponent``): the attributes
         are scaled back exactly, or an error raised where they leave float64's
         range. ``X_max`` and ``y_max`` only enter that error's message.
+        ``solved_tiny`` says that the coefficients are tiny by the problem (a
+        penalty far above the kernel), not by the scaling back.
         """
         with np.errstate(over="ignore", under="ignore"):
             coef = np.ldexp(solution.coef, y_exponent - feature_exponent)
@@ -408,7 +425,11 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
                 self, "the fitted value vectors overflow float64", X_max, y_text
             )
         largest = float(np.abs(coef).max())
-        if solution.coef.any() and largest < _SMALLEST_COEF:
+        # Scaling down to below 2^-968 leaves the coefficients fewer significant
+        # bits than the solver gave them; coefficients solved that small (a
+        # huge alpha: the intercept-only limit) are returned as they are.
+        scaled_down = y_exponent - feature_exponent < 0 and not solved_tiny
+        if scaled_down and solution.coef.any() and largest < _SMALLEST_COEF:
             raise _out_of_range(
                 self,
                 "the fitted value vectors underflow float64",
@@ -634,22 +655,32 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         )
 
     def _scaled_alphas(self, alphas, exponent, xp, X_dev):
-        """``alphas / 2^exponent``, the penalties of the rescaled problem.
+        """``(alphas / 2^exponent, coef_exponent)``: the penalties of the
+        rescaled problem, and the power of two by which its coefficients are
+        too large.
 
         A penalty below float64's normal range is negligible against the kernel
         (by ~300 orders of magnitude): one becomes 0, the minimum-norm limit;
-        several can no longer be compared. A penalty that overflows would
-        leave the intercept alone as the fit: that is an error too.
+        several can no longer be compared. One penalty beyond float64's range
+        is as far above the kernel: the fit is then the intercept-only limit,
+        ``coef = b / alpha`` to first order in ``kernel / alpha`` (exact in
+        float64), which is solved with the penalty lowered to ``2^1000`` and
+        the coefficients scaled back by the same power of two
+        (``coef_exponent``), as ``Ridge`` returns the tiny coefficients.
         """
         with np.errstate(over="ignore", under="ignore"):
             scaled = np.ldexp(alphas, -exponent)
+        coef_exponent = 0
         if not np.isfinite(scaled).all():
-            raise _out_of_range(
-                self,
-                f"alpha={_alpha_text(alphas)} is more than 1e300 times the kernel",
-                float(xp.abs(X_dev).max()),
-                "(the fit would be the intercept alone)",
-            )
+            if alphas.size > 1:
+                raise _out_of_range(
+                    self,
+                    f"alpha={_alpha_text(alphas)} cannot be compared by leave-one-out",
+                    float(xp.abs(X_dev).max()),
+                    "(the penalties are beyond 1e300 times the kernel)",
+                )
+            coef_exponent = int(np.frexp(alphas[0])[1]) - exponent - 1000
+            scaled = np.ldexp(alphas, -exponent - coef_exponent)
         negligible = (alphas > 0) & (scaled < np.finfo(np.float64).tiny)
         if negligible.any():
             if alphas.size > 1:
@@ -660,7 +691,7 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
                     "(the penalties are below 1e-300 times the kernel)",
                 )
             scaled = np.zeros_like(scaled)
-        return scaled
+        return scaled, coef_exponent
 
     def predict(self, X):
         """Predict with the fitted value vectors.

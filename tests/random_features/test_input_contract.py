@@ -182,25 +182,70 @@ def test_unit_scale_fits_are_unchanged_by_the_rescaling_path(data):
         (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e100, "under"),
         (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e300, "under"),
         (RFMLP(n_features=40, random_state=0), 1e300, "underflow"),
-        # A fixed penalty against the kernel of tiny tokens ("auto" follows
-        # the features' scale and cannot be out of range).
-        (
-            RandomFeatureAttentionRegressor(
-                n_heads=20, alpha=1e-3, qk_bias=False, random_state=0
-            ),
-            1e-100,
-            "1e300",
-        ),
-        (RFMLP(n_features=40, alpha=1e-3, random_state=0), 1e-300, "1e300"),
     ],
 )
 def test_unrepresentable_fits_raise_and_say_why(estimator, scale, match, data):
     """Value vectors of 1e-300 and below (tokens of 1e100 for attention, 1e300
-    for the MLP), or a penalty 1e300 times the kernel, are errors naming X."""
+    for the MLP) are errors naming X."""
     X, y, _ = data
     with pytest.raises(ValueError, match=match) as info:
         estimator.fit(X * scale, y)
     assert "X" in str(info.value) and "rescal" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "estimator, transformer, scale",
+    [
+        # A fixed penalty 1e300 times the kernel of tiny tokens ("auto" follows
+        # the features' scale), and a penalty of 1e300 at unit and large scales.
+        (
+            RandomFeatureAttentionRegressor(
+                n_heads=20, alpha=1e-3, qk_bias=False, random_state=0
+            ),
+            AttentionRandomFeatures(n_heads=20, qk_bias=False, random_state=0),
+            1e-100,
+        ),
+        (
+            RFMLP(n_features=40, alpha=1e-3, random_state=0),
+            MLPRandomFeatures(n_features=40, random_state=0),
+            1e-300,
+        ),
+        (
+            RandomFeatureAttentionRegressor(n_heads=20, alpha=1e300, random_state=0),
+            AttentionRandomFeatures(n_heads=20, random_state=0),
+            1.0,
+        ),
+        (
+            BiasedRFA(n_heads=20, alpha=1e300, random_state=0),
+            AttentionRandomFeatures(n_heads=20, qk_mean="identity", random_state=0),
+            1e50,
+        ),
+        (
+            RFMLP(n_features=40, alpha=1e300, random_state=0),
+            MLPRandomFeatures(n_features=40, random_state=0),
+            1.0,
+        ),
+    ],
+)
+def test_huge_penalties_give_the_intercept_only_limit_as_ridge(
+    estimator, transformer, scale, data
+):
+    """A penalty far above the kernel leaves the intercept alone, with the
+    exact tiny coefficients ``Ridge`` returns on the explicit features (the
+    limit ``coef = Phi^T y / alpha`` is exact in float64 there): the same
+    coefficients to 1e-12 relative and the same predictions to 1e-12 of the
+    targets' scale (both are rounding of the same sums)."""
+    X, y, _ = data
+    model = estimator.fit(X * scale, y)
+    features = transformer.fit_transform(X * scale)
+    reference = Ridge(alpha=estimator.alpha).fit(features, y)
+    assert np.abs(reference.coef_).max() > 0
+    assert_allclose(model.coef_, reference.coef_, rtol=1e-12, atol=0)
+    assert_allclose(
+        model.predict(X * scale),
+        reference.predict(features),
+        atol=1e-12 * np.abs(y).max(),
+    )
 
 
 @pytest.mark.parametrize("exponent", [-300, -40, 40, 300])
