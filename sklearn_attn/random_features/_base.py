@@ -20,6 +20,7 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -63,8 +64,10 @@ _SMALLEST_COEF = 2.0**-968
 # float32 input: 2^+-126; the float64 sums: 2^+-1022) for weights and counts.
 _STREAM_EXPONENT = {np.dtype(np.float32): 16, np.dtype(np.float64): 96}
 
-# Set from the ridge solution; after partial_fit, solved on first access.
-_SOLUTION_ATTRIBUTES = frozenset({"coef_", "intercept_", "alpha_", "solver_"})
+# Set from the ridge solution; partial_fit(..., solve=False) leaves them unset.
+_SOLUTION_ATTRIBUTES = frozenset(
+    {"coef_", "intercept_", "alpha_", "solver_", "loo_mse_", "best_score_", "gcv_mse_"}
+)
 
 
 class _RandomFeaturesMixin(DeviceCacheMixin):
@@ -463,18 +466,19 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
 
     # -- partial_fit: one pass over batches ---------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None):
+    def partial_fit(self, X, y, sample_weight=None, *, solve=True):
         """Add a batch of samples to the fit (one pass over data beyond memory).
 
         The first call draws the random weights (from ``random_state``, as
         ``fit`` draws them); every call adds the batch's primal sufficient
         statistics (weighted sums of the features, the targets, their
         ``(n_features, n_features)`` covariance and cross products, in float64
-        whatever the input dtype). The fit on all batches so far is solved when
-        it is first needed (``predict``, ``score`` or reading ``coef_``,
-        ``intercept_``, ``alpha_`` or ``solver_``), and kept until the next
-        call: its predictions equal those of one ``fit`` on the batches
-        concatenated, up to rounding.
+        whatever the input dtype) and, by default, solves the ridge system of
+        all batches so far, so that the model is fitted after every call (as
+        scikit-learn's ``IncrementalPCA`` is): its predictions equal those of
+        one ``fit`` on the batches concatenated, up to rounding. Each solve
+        decomposes the ``(n_features, n_features)`` covariance; over a long
+        stream, pass ``solve=False`` and call :meth:`solve` once at the end.
 
         ``alpha`` must be one value or ``"auto"`` (whose penalties are compared
         by generalised cross-validation, which the statistics determine, as
@@ -496,11 +500,16 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             Targets, of the same shape in every call.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights, not all zero.
+        solve : bool, default=True
+            Solve the ridge system of all batches so far before returning.
+            ``False`` only adds the batch: the fitted attributes (``coef_``,
+            ``intercept_``, ``alpha_``, ...) are removed, and ``predict``
+            raises ``NotFittedError`` until :meth:`solve` is called.
 
         Returns
         -------
         self : object
-            The regressor, fitted on all batches so far.
+            The regressor, fitted on all batches so far (unless ``solve=False``).
 
         Examples
         --------
@@ -557,12 +566,64 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             self._stream_target_shape = (y.ndim, y_2d.shape[1])
         else:
             self._ridge_statistics.merge(statistics)
-        # The fitted attributes are out of date: solved again when read.
-        for name in _SOLUTION_ATTRIBUTES | {"loo_mse_", "best_score_"}:
+        # The fitted attributes are out of date until the next solve.
+        for name in _SOLUTION_ATTRIBUTES:
             self.__dict__.pop(name, None)
         self._clear_device_cache()
         self._stream_alphas = alphas
         self._solution_pending = True
+        if solve:
+            self.solve()
+        return self
+
+    def solve(self):
+        """Solve the ridge system of the batches given to :meth:`partial_fit`.
+
+        ``partial_fit`` does this at the end of every call unless it is given
+        ``solve=False``; then call this once after the last batch. It sets
+        ``coef_``, ``intercept_``, ``alpha_``, ``solver_`` (and ``gcv_mse_``
+        with ``alpha="auto"``) from the statistics of all batches so far,
+        which it keeps: more batches may follow, and the statistics pickle
+        with the model. Calling it again without new batches changes nothing.
+
+        Returns
+        -------
+        self : object
+            The regressor, fitted on all batches so far.
+
+        Raises
+        ------
+        NotFittedError
+            When ``partial_fit`` has not been called since the last ``fit``
+            (``fit`` solves by itself).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_attn import RFMLP
+        >>> from sklearn_attn.datasets import make_token_regression
+        >>> X, y = make_token_regression(
+        ...     n_samples=300, n_keys=4, token_dim=4, random_state=0)
+        >>> model = RFMLP(n_features=100, alpha=1e-3, random_state=0)
+        >>> for batch in np.array_split(np.arange(300), 10):
+        ...     model = model.partial_fit(X[batch], y[batch], solve=False)
+        >>> hasattr(model, "coef_")
+        False
+        >>> model.solve().predict(X[:2]).shape
+        (2,)
+        """
+        if "_ridge_statistics" not in self.__dict__:
+            raise NotFittedError(
+                f"This {type(self).__name__} instance has no batches to solve: "
+                "solve() follows partial_fit (fit solves by itself)."
+            )
+        if self._solution_pending:
+            self._solve_statistics(
+                self._ridge_statistics,
+                self._stream_alphas,
+                self._stream_target_shape[0],
+            )
+            self._solution_pending = False
         return self
 
     def _batch_statistics(self, X, y, sample_weight=None):
@@ -623,13 +684,6 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         ):
             self.__dict__.pop(name, None)
 
-    def _solve_stream(self):
-        """Solve the ridge system of the batches seen by ``partial_fit``."""
-        self._solve_statistics(
-            self._ridge_statistics, self._stream_alphas, self._stream_target_shape[0]
-        )
-        self._solution_pending = False
-
     def _solve_statistics(self, statistics, alphas, y_ndim):
         """Solve accumulated RidgeStatistics and set the fitted attributes (the
         one-pass routes: ``partial_fit`` and the dask fit). ``alpha="auto"``
@@ -643,16 +697,6 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             device=resolve_device(self.device),
         )
         self._set_solution(solution, alphas, y_ndim)
-
-    def __getattr__(self, name):
-        # Only reached when ordinary lookup fails: after partial_fit the
-        # solution attributes are missing until the next solve.
-        if name in _SOLUTION_ATTRIBUTES and self.__dict__.get("_solution_pending"):
-            self._solve_stream()
-            return self.__dict__[name]
-        raise AttributeError(
-            f"{type(self).__name__!r} object has no attribute {name!r}"
-        )
 
     def _scaled_alphas(self, alphas, exponent, xp, X_dev):
         """``(alphas / 2^exponent, coef_exponent)``: the penalties of the
@@ -709,6 +753,12 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             input, as scikit-learn's ``Ridge``; a CuPy array when
             ``device=None`` and ``X`` is one).
         """
+        if self.__dict__.get("_solution_pending"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance holds batches of "
+                "partial_fit(..., solve=False) that are not solved yet: call "
+                "solve() before predict."
+            )
         feature_map, exponents, device = self._map_for(X)
         xp = device.xp
         with device.activate():
