@@ -20,7 +20,7 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import NotFittedError, UndefinedMetricWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -41,6 +41,7 @@ from .._scaling import (
     scale_by_power_of_two,
 )
 from .._validation import check_sample_weight, check_target_shape, check_token_array
+from .._warnings import warn_at_caller
 
 # alpha="auto": these penalties, in units of the feature scale tau (the mean
 # squared norm of the centred training features), compared by generalized
@@ -452,6 +453,15 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             # Mean over targets, on the scale of the targets (as loo_mse_).
             with np.errstate(over="ignore"):
                 self.gcv_mse_ = np.ldexp(solution.gcv_mse.mean(axis=1), 2 * y_exponent)
+            if not np.isfinite(self.gcv_mse_).all():
+                warn_at_caller(
+                    f"{type(self).__name__}: generalized cross-validation is "
+                    "undefined (gcv_mse_ is inf) for the penalties whose fit "
+                    "interpolates the samples (as many degrees of freedom as "
+                    "samples, e.g. one sample with fit_intercept=True); alpha_ "
+                    "is the best of the others, or the largest penalty.",
+                    UndefinedMetricWarning,
+                )
         else:
             self.__dict__.pop("gcv_mse_", None)
         if solution.loo_mse is not None:
