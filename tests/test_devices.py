@@ -151,8 +151,8 @@ def test_ridge_falls_back_to_eigh_when_cholesky_fails(cupy, monkeypatch, mode, d
     """A real Cholesky failure (rank-5 features, alpha = 1e-20) gives exactly the
     eigen route's answer on the untouched matrix: the failed factorisation must
     leave the matrix as it was (LAPACK overwrites its lower triangle)."""
-    from sklearn_attn import _ridge
     from sklearn_attn._backend import Device
+    from sklearn_attn.random_features import _ridge
 
     rng = np.random.default_rng(0)
     n, p = (30, 40) if mode == "dual" else (40, 30)

@@ -1,6 +1,6 @@
 """What the random-feature transformers and ridge regressors have in common.
 
-One topic, the estimator layer over the ridge core (``sklearn_attn._ridge``):
+One topic, the estimator layer over the ridge core (``_ridge``):
 drawing the frozen weights, validating tokens, rescaling extreme inputs by
 powers of two and back, and the fitted attributes of ``fit``,
 ``partial_fit`` and ``predict``. The two families (attention, MLP) only add
@@ -33,7 +33,6 @@ from .._backend import (
     to_host,
     to_output,
 )
-from .._ridge import RidgeStatistics, fit_ridge
 from .._scaling import (
     array_exponent,
     r2_score_at_any_scale,
@@ -42,6 +41,7 @@ from .._scaling import (
 )
 from .._validation import check_sample_weight, check_target_shape, check_token_array
 from .._warnings import warn_at_caller
+from ._ridge import RidgeStatistics, fit_ridge
 
 # alpha="auto": these penalties, in units of the feature scale tau (the mean
 # squared norm of the centred training features), compared by generalized

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import CholeskyFactor, Device, LowerGram, eigh, to_device, to_host
+from .._backend import CholeskyFactor, Device, LowerGram, eigh, to_device, to_host
 
 __all__ = [
     "FeatureBlocks",
@@ -769,7 +769,8 @@ class RidgeStatistics:
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_attn._ridge import ExplicitFeatures, RidgeStatistics
+    >>> from sklearn_attn.random_features._ridge import (
+    ...     ExplicitFeatures, RidgeStatistics)
     >>> rng = np.random.default_rng(0)
     >>> X, y = rng.normal(size=(100, 3)), rng.normal(size=(100, 1))
     >>> first = RidgeStatistics(3, 1).update(ExplicitFeatures(X[:60]), y[:60])
