@@ -1,6 +1,6 @@
 """What the random-feature transformers and ridge regressors have in common.
 
-One topic, the estimator layer over the ridge core (``_ridge``):
+One topic, the estimator layer over the ridge core (``_ridge``, ``_ridge_statistics``):
 drawing the frozen weights, validating tokens, rescaling extreme inputs by
 powers of two and back, and the fitted attributes of ``fit``,
 ``partial_fit`` and ``predict``. The two families (attention, MLP) only add
@@ -41,7 +41,8 @@ from .._scaling import (
 )
 from .._validation import check_sample_weight, check_target_shape, check_token_array
 from .._warnings import warn_at_caller
-from ._ridge import RidgeStatistics, fit_ridge
+from ._ridge import fit_ridge
+from ._ridge_statistics import RidgeStatistics
 
 # alpha="auto": these penalties, in units of the feature scale tau (the mean
 # squared norm of the centred training features), compared by generalized

@@ -32,7 +32,8 @@ from sklearn_attn import (
     RandomFeatureAttentionRegressor,
 )
 from sklearn_attn._backend import is_device_array
-from sklearn_attn.random_features._ridge import ExplicitFeatures, RidgeStatistics
+from sklearn_attn.random_features._feature_blocks import ExplicitFeatures
+from sklearn_attn.random_features._ridge_statistics import RidgeStatistics
 
 ESTIMATORS = {
     "rfa": (RandomFeatureAttentionRegressor, AttentionRandomFeatures, "n_heads", 15),
