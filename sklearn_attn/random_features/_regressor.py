@@ -266,7 +266,17 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         if isinstance(self.alpha, str):
             # "auto": the penalty chosen, back in the units of the data.
             chosen = solution.alphas[solution.alpha_index]
-            self.alpha_ = float(np.ldexp(chosen, alpha_exponent))
+            with np.errstate(over="ignore"):
+                self.alpha_ = float(np.ldexp(chosen, alpha_exponent))
+            if not np.isfinite(self.alpha_):
+                warn_at_caller(
+                    f"{type(self).__name__}: alpha_ is inf: the penalty chosen by "
+                    "alpha='auto', a multiple of the features' mean squared norm, "
+                    "is beyond float64's range for X of this scale. The fit was "
+                    "solved exactly on rescaled features; coef_, intercept_ and "
+                    "the predictions are unaffected.",
+                    RuntimeWarning,
+                )
         else:
             self.alpha_ = float(alphas[solution.alpha_index])
         self.solver_ = solution.mode
@@ -290,6 +300,15 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             # although alpha_ was chosen on the rescaled (finite) ones.
             with np.errstate(over="ignore"):
                 self.loo_mse_ = np.ldexp(solution.loo_mse.mean(axis=1), 2 * y_exponent)
+            if not np.isfinite(self.loo_mse_).all():
+                warn_at_caller(
+                    f"{type(self).__name__}: loo_mse_ is inf for some penalties: "
+                    "their fit interpolates a sample to working precision (its "
+                    "leave-one-out error is not determined) or the squared "
+                    "errors overflow float64; alpha_ is the best of the others, "
+                    "or the largest penalty.",
+                    UndefinedMetricWarning,
+                )
             self.best_score_ = -float(self.loo_mse_[solution.alpha_index])
         else:
             self.__dict__.pop("loo_mse_", None)

@@ -309,6 +309,16 @@ def _solve_dual(problem, alphas, exact=False, relative=False, gcv_weight_sum=Non
     gram, single, vanishes = _dual_gram(problem, exact)
     if relative:
         alphas = trace_scaled(alphas, gram, weight_sum, xp)
+    # The centring direction u = sqrt(w) / sqrt(W) is the intercept's: P K P
+    # maps it to zero and y_scaled is orthogonal to it, but only up to
+    # rounding, which a solve with K + alpha I would amplify by 1 / alpha.
+    # Giving u the eigenvalue trace(K) instead changes no solution of exact
+    # arithmetic (u is an eigenvector, y_scaled has no part along it) and
+    # damps that rounding like the data's own directions.
+    deflation = trace(gram, xp) if fit_intercept else 0.0
+    if deflation > 0:
+        direction = np.sqrt(deflation / weight_sum) * sqrt_w
+        gram += direction[:, None] * direction[None, :]
     loo_mse = gcv = None
     alpha_index = 0
     dual_coef = None
@@ -318,11 +328,16 @@ def _solve_dual(problem, alphas, exact=False, relative=False, gcv_weight_sum=Non
         inverse = inverse_all[:, 0]
         if alphas.size > 1 and gcv_weight_sum is not None:
             # Residuals U diag(alpha / (s + alpha)) U^T y; the centring direction
-            # sqrt(w) (eigenvalue 0) is orthogonal to y and counts in df as the
-            # intercept: df = n - sum alpha / (s + alpha) + fit_intercept.
-            shrink = xp.asarray(alphas)[None, :] * inverse_all
+            # u (eigenvalue 0 of P K P) is orthogonal to y and counts in df as
+            # the intercept: df = n - sum alpha / (s + alpha) + fit_intercept,
+            # its term alpha / (0 + alpha) = 1 where the deflation made it
+            # alpha / (trace + alpha).
+            a = xp.asarray(alphas)
+            shrink = a[None, :] * inverse_all
             rss = (shrink**2).T @ (evecs.T @ y_scaled) ** 2
             df = n - shrink.sum(axis=0) + float(fit_intercept)
+            if deflation > 0:
+                df -= 1.0 - a / (deflation + a)
             gcv, alpha_index = gcv_select(
                 rss, df, weight_sum, gcv_weight_sum, alphas, xp
             )
@@ -331,17 +346,23 @@ def _solve_dual(problem, alphas, exact=False, relative=False, gcv_weight_sum=Non
             coefs = solutions_for_all_alphas(evecs, inverse_all, evecs.T @ y_scaled)
             # Squared eigenvectors, in place unless refinement needs evecs.
             squared = xp.multiply(evecs, evecs, out=None if single else evecs)
-            # Diagonal of P (K + alpha I)^-1 P: centring maps sqrt(w) to an
-            # eigenvector of eigenvalue alpha, whose share w_i / (alpha sum(w))
-            # is removed. Then 1 - leverage_i = alpha * inv_diag_i.
+            # Diagonal of P (K + alpha I)^-1 P: the centring direction u is an
+            # eigenvector of eigenvalue trace + alpha after the deflation,
+            # whose share u_i^2 / (trace + alpha) = w_i / (W (trace + alpha))
+            # is removed (small beside the rest: no cancellation). Then
+            # 1 - leverage_i = alpha * inv_diag_i.
             inv_diag = squared @ inverse_all
             del squared
             if fit_intercept:
                 inv_diag -= (sqrt_w**2)[:, None] / (
-                    weight_sum * xp.asarray(alphas)[None, :]
+                    weight_sum * (deflation + xp.asarray(alphas)[None, :])
                 )
-            loo_mse = ((coefs / inv_diag[:, :, None]) ** 2).sum(axis=0) / weight_sum
-            alpha_index = int(xp.argmin(loo_mse.mean(axis=1)))
+            # r_i / (1 - h_i) = alpha a_i / (alpha inv_diag_i) = a_i / inv_diag_i.
+            residuals = _loo_residuals(
+                coefs, inv_diag, n, xp, scale=xp.asarray(alphas)[None, :]
+            )
+            loo_mse = (residuals**2).sum(axis=0) / weight_sum
+            alpha_index = _loo_choice(loo_mse, alphas, xp)
             dual_coef = coefs[:, alpha_index, :]
             inverse = inverse_all[:, alpha_index]
 
@@ -479,7 +500,7 @@ def _solve_primal(problem, alphas, exact=False, relative=False, gcv_weight_sum=N
             loo_mse = _primal_loo(
                 problem, alphas, center, evecs, inverse_all, evecs.T @ rhs
             )
-            alpha_index = int(xp.argmin(loo_mse.mean(axis=1)))
+            alpha_index = _loo_choice(loo_mse, alphas, xp)
             inverse = inverse_all[:, alpha_index]
 
         solve = spectral_solver(evecs, inverse)
@@ -514,6 +535,35 @@ def _primal_loo(problem, alphas, center, evecs, inverse_all, rotated_rhs):
         fitted = (rotated @ coefs_rotated).reshape(-1, alphas.size, n_targets)
         rotated **= 2
         leverage = rotated @ inverse_all + hat_offset[rows, None]
-        residual = (y_scaled[rows, None, :] - fitted) / (1.0 - leverage)[:, :, None]
+        residual = _loo_residuals(
+            y_scaled[rows, None, :] - fitted, 1.0 - leverage, features.n_samples, xp
+        )
         sq_err += (residual**2).sum(axis=0)
     return sq_err / problem.weight_sum
+
+
+# -- leave-one-out error ------------------------------------------------------------
+
+
+def _loo_residuals(residuals, remaining, n_samples, xp, scale=1.0):
+    """Leave-one-out residuals ``r_i / (1 - h_i)`` of shape (n, n_alphas,
+    n_targets), from the fit's residuals and ``remaining = 1 - h`` of shape
+    (n, n_alphas), both possibly divided by ``scale`` (the dual's alpha).
+
+    Where ``1 - h_i`` is not above ``n eps`` the fit interpolates sample ``i``
+    to working precision: ``r_i`` and ``1 - h_i`` are both rounding, their
+    ratio is undetermined, and the error of that alpha is infinite (never
+    NaN, never a silent number).
+    """
+    determined = scale * remaining > n_samples * np.finfo(np.float64).eps
+    safe = xp.where(determined, remaining, 1.0)[:, :, None]
+    return xp.where(determined[:, :, None], residuals / safe, xp.inf)
+
+
+def _loo_choice(loo_mse, alphas, xp):
+    """The alpha of smallest mean leave-one-out error over targets; the
+    largest alpha when no error is determined."""
+    mean = loo_mse.mean(axis=1)
+    if not bool(xp.isfinite(mean).any()):
+        return int(np.argmax(alphas))
+    return int(xp.argmin(mean))

@@ -117,36 +117,6 @@ def _verdict(exponent, alpha, n):
     return verdict
 
 
-@given(data=st.data())
-@examples(4)
-def test_constant_rows_predict_the_weighted_mean(data):
-    """All rows of ``X`` equal: the features are constant, the centred ridge
-    problem is zero, and the prediction for that row is the weighted mean of
-    ``y`` whatever the penalty (to 1e-12 of ``max |y|``: the rounding of
-    the mean itself), or a clear error."""
-    Estimator = data.draw(st.sampled_from(REGRESSORS), label="Estimator")
-    model, _ = data.draw(models(Estimator), label="model")
-    X, y, weights, exponent = data.draw(problems(spread="constant"), label="problem")
-    mean = np.average(y, weights=weights)
-
-    def is_the_mean(pred):
-        assert_allclose(pred, mean, rtol=0, atol=1e-12 * np.abs(y).max())
-
-    check_contract(
-        lambda: [
-            Expect(
-                "predict",
-                model.fit(X, y, sample_weight=weights).predict(X),
-                shape=y.shape,
-                check=is_the_mean,
-            )
-        ],
-        verdict=_verdict(exponent, model.alpha, len(y)),
-        inputs=[X, y] + ([] if weights is None else [weights]),
-        fitted=[model],
-    )
-
-
 def _reference_predictions(features, y, weights, alpha):
     """Ridge (lstsq for alpha = 0) with an intercept on explicit float64
     features, computed at the power-of-two scale where their largest entry is
@@ -191,42 +161,89 @@ def _well_determined(F, weights, alpha):
     return kappa * EPS <= 1e-8 and kappa * centring <= 1e-8 * math.sqrt(floor)
 
 
+def _check_fit(fit, X, y, weights, verdict, model, check):
+    """The contract for ``fit(X, y, sample_weight).predict(X)``, with ``check``
+    on the predictions."""
+    check_contract(
+        lambda: [
+            Expect(
+                "predict",
+                fit(X, y, sample_weight=weights).predict(X),
+                shape=y.shape,
+                check=check,
+            )
+        ],
+        verdict=verdict,
+        inputs=[X, y] + ([] if weights is None else [weights]),
+        fitted=[model],
+    )
+
+
+def _assert_weighted_mean(pred, y, weights):
+    """The prediction of constant rows, to 1e-12 of ``max |y|`` (the rounding
+    of the mean itself)."""
+    mean = np.average(y, weights=weights)
+    assert_allclose(pred, mean, rtol=0, atol=1e-12 * np.abs(y).max())
+
+
+def _assert_matches_ridge(pred, model, twin, X, y, weights):
+    """The predictions of ``Ridge`` with the model's ``alpha_`` on the explicit
+    features, to 1e-6 of the targets' spread wherever that answer is
+    determined to 1e-8 by the features (a margin of 100); nothing to compare
+    with where the features are not representable in float64, nor where
+    ``alpha_`` is not (an inf with a warning: the kernel's scale overflows)."""
+    if not np.isfinite(model.alpha_):
+        return
+    try:
+        features = twin.fit(X).transform(X).astype(np.float64)
+    except ValueError:
+        return
+    reference, F, alpha = _reference_predictions(features, y, weights, model.alpha_)
+    if np.isfinite(alpha) and not _well_determined(F, weights, alpha):
+        return
+    spread_y = np.abs(y - np.average(y, weights=weights)).max()
+    assert_allclose(pred, reference, rtol=0, atol=1e-6 * spread_y + 1e-300)
+
+
+@given(data=st.data())
+@examples(4)
+def test_constant_rows_predict_the_weighted_mean(data):
+    """All rows of ``X`` equal: the features are constant, the centred ridge
+    problem is zero, and the prediction for that row is the weighted mean of
+    ``y`` whatever the penalty, or a clear error."""
+    Estimator = data.draw(st.sampled_from(REGRESSORS), label="Estimator")
+    model, _ = data.draw(models(Estimator), label="model")
+    X, y, weights, exponent = data.draw(problems(spread="constant"), label="problem")
+    _check_fit(
+        model.fit,
+        X,
+        y,
+        weights,
+        _verdict(exponent, model.alpha, len(y)),
+        model,
+        lambda pred: _assert_weighted_mean(pred, y, weights),
+    )
+
+
 @given(data=st.data())
 @examples(4)
 def test_fits_match_ridge_on_the_explicit_features(data):
     """Any scale, generic or near-constant rows, penalties 0 to 1e300: a fit
     predicts what ``Ridge`` with the reported ``alpha_`` predicts on the
-    explicit features, to 1e-6 of the targets' spread wherever that answer
-    is determined to 1e-8 by the features (see ``_well_determined``; a
-    margin of 100), or it is a clear error naming ``X`` (or ``alpha``)."""
+    explicit features (see ``_assert_matches_ridge``), or it is a clear error
+    naming ``X`` (or ``alpha``)."""
     Estimator = data.draw(st.sampled_from(REGRESSORS), label="Estimator")
     model, twin = data.draw(models(Estimator), label="model")
     spread = data.draw(st.sampled_from(["generic", "near"]), label="spread")
     X, y, weights, exponent = data.draw(problems(spread=spread), label="problem")
-    spread_y = np.abs(y - np.average(y, weights=weights)).max()
-
-    def matches_ridge(pred):
-        try:
-            features = twin.fit(X).transform(X).astype(np.float64)
-        except ValueError:
-            return  # features not representable: no reference to compare with
-        reference, F, alpha = _reference_predictions(features, y, weights, model.alpha_)
-        if np.isfinite(alpha) and not _well_determined(F, weights, alpha):
-            return
-        assert_allclose(pred, reference, rtol=0, atol=1e-6 * spread_y + 1e-300)
-
-    check_contract(
-        lambda: [
-            Expect(
-                "predict",
-                model.fit(X, y, sample_weight=weights).predict(X),
-                shape=y.shape,
-                check=matches_ridge,
-            )
-        ],
-        verdict=_verdict(exponent, model.alpha, len(y)),
-        inputs=[X, y] + ([] if weights is None else [weights]),
-        fitted=[model],
+    _check_fit(
+        model.fit,
+        X,
+        y,
+        weights,
+        _verdict(exponent, model.alpha, len(y)),
+        model,
+        lambda pred: _assert_matches_ridge(pred, model, twin, X, y, weights),
     )
 
 
@@ -234,8 +251,9 @@ def test_fits_match_ridge_on_the_explicit_features(data):
 @examples(2)
 def test_partial_fit_at_any_scale_fits_or_names_X(data):
     """``partial_fit`` cannot rescale: beyond its documented range it refuses
-    naming ``X``; within it, one batch predicts what ``fit`` predicts with
-    ``solver="primal"`` (to 1e-6 of the targets' spread where determined)."""
+    naming ``X``; within it, one batch predicts the weighted mean of ``y`` for
+    constant rows and what ``Ridge`` predicts on the explicit features
+    otherwise (as ``fit`` does)."""
     Estimator = data.draw(st.sampled_from(REGRESSORS), label="Estimator")
     model, twin = data.draw(models(Estimator), label="model")
     model.set_params(solver=data.draw(st.sampled_from(["auto", "primal"])))
@@ -243,32 +261,18 @@ def test_partial_fit_at_any_scale_fits_or_names_X(data):
         model.set_params(alpha=model.alpha[0])
     spread = data.draw(st.sampled_from(["generic", "near", "constant"]), label="spread")
     X, y, weights, exponent = data.draw(problems(spread=spread), label="problem")
-    verdict = _verdict(exponent, model.alpha, len(y))
-    if abs(exponent) > 96:
-        verdict |= may_refuse("X", "beyond partial_fit's range")
-    spread_y = np.abs(y - np.average(y, weights=weights)).max()
-
-    def matches_fit(pred):
-        if spread == "constant":
-            mean = np.average(y, weights=weights)
-            assert_allclose(pred, mean, rtol=0, atol=1e-12 * np.abs(y).max())
-            return
-        features = twin.fit(X).transform(X).astype(np.float64)
-        reference, F, alpha = _reference_predictions(features, y, weights, model.alpha_)
-        if np.isfinite(alpha) and not _well_determined(F, weights, alpha):
-            return
-        assert_allclose(pred, reference, rtol=0, atol=1e-6 * spread_y + 1e-300)
-
-    check_contract(
-        lambda: [
-            Expect(
-                "predict",
-                model.partial_fit(X, y, sample_weight=weights).predict(X),
-                shape=y.shape,
-                check=matches_fit,
-            )
-        ],
-        verdict=verdict,
-        inputs=[X, y] + ([] if weights is None else [weights]),
-        fitted=[model],
+    if spread == "constant":
+        check = lambda pred: _assert_weighted_mean(pred, y, weights)  # noqa: E731
+    else:
+        check = lambda pred: _assert_matches_ridge(  # noqa: E731
+            pred, model, twin, X, y, weights
+        )
+    _check_fit(
+        model.partial_fit,
+        X,
+        y,
+        weights,
+        _verdict(exponent, model.alpha, len(y)),
+        model,
+        check,
     )
