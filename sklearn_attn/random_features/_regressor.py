@@ -280,38 +280,41 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
         else:
             self.alpha_ = float(alphas[solution.alpha_index])
         self.solver_ = solution.mode
-        if solution.gcv_mse is not None:
-            # Mean over targets, on the scale of the targets (as loo_mse_).
+        for name, errors, undetermined in (
+            (
+                "gcv_mse_",
+                solution.gcv_mse,
+                "generalized cross-validation is undefined for a fit with as "
+                "many degrees of freedom as samples (e.g. one sample with "
+                "fit_intercept=True)",
+            ),
+            (
+                "loo_mse_",
+                solution.loo_mse,
+                "the fit interpolates a sample to working precision (its "
+                "leave-one-out error is not determined) or the squared errors "
+                "overflow float64",
+            ),
+        ):
+            if errors is None:
+                self.__dict__.pop(name, None)
+                continue
+            # Mean over targets, on the scale of the targets. Squared errors of
+            # targets beyond ~1e154 overflow to inf here, although alpha_ was
+            # chosen on the rescaled (finite) ones.
             with np.errstate(over="ignore"):
-                self.gcv_mse_ = np.ldexp(solution.gcv_mse.mean(axis=1), 2 * y_exponent)
-            if not np.isfinite(self.gcv_mse_).all():
+                mean = np.ldexp(errors.mean(axis=1), 2 * y_exponent)
+            setattr(self, name, mean)
+            if not np.isfinite(mean).all():
                 warn_at_caller(
-                    f"{type(self).__name__}: generalized cross-validation is "
-                    "undefined (gcv_mse_ is inf) for the penalties whose fit "
-                    "interpolates the samples (as many degrees of freedom as "
-                    "samples, e.g. one sample with fit_intercept=True); alpha_ "
-                    "is the best of the others, or the largest penalty.",
+                    f"{type(self).__name__}: {name} is inf for some penalties: "
+                    f"{undetermined}; alpha_ is the best of the others, or the "
+                    "largest penalty.",
                     UndefinedMetricWarning,
                 )
-        else:
-            self.__dict__.pop("gcv_mse_", None)
         if solution.loo_mse is not None:
-            # Squared errors of targets beyond ~1e154 overflow to inf here,
-            # although alpha_ was chosen on the rescaled (finite) ones.
-            with np.errstate(over="ignore"):
-                self.loo_mse_ = np.ldexp(solution.loo_mse.mean(axis=1), 2 * y_exponent)
-            if not np.isfinite(self.loo_mse_).all():
-                warn_at_caller(
-                    f"{type(self).__name__}: loo_mse_ is inf for some penalties: "
-                    "their fit interpolates a sample to working precision (its "
-                    "leave-one-out error is not determined) or the squared "
-                    "errors overflow float64; alpha_ is the best of the others, "
-                    "or the largest penalty.",
-                    UndefinedMetricWarning,
-                )
             self.best_score_ = -float(self.loo_mse_[solution.alpha_index])
         else:
-            self.__dict__.pop("loo_mse_", None)
             self.__dict__.pop("best_score_", None)
 
     # -- partial_fit: one pass over batches ---------------------------------------

@@ -299,8 +299,7 @@ def _dual_operator(problem, alpha):
 
 
 def _solve_dual(problem, alphas, exact=False, relative=False, gcv_weight_sum=None):
-    features, y_scaled, sqrt_w = problem.features, problem.y_scaled, problem.sqrt_w
-    weight_sum, fit_intercept = problem.weight_sum, problem.fit_intercept
+    features, y_scaled, sqrt_w, weight_sum, fit_intercept, _ = problem
     device = features.device
     xp = device.xp
     n = features.n_samples
@@ -425,8 +424,7 @@ def _primal_operator(problem, alpha, center):
 
 
 def _solve_primal(problem, alphas, exact=False, relative=False, gcv_weight_sum=None):
-    features, y_scaled, sqrt_w = problem.features, problem.y_scaled, problem.sqrt_w
-    weight_sum, fit_intercept = problem.weight_sum, problem.fit_intercept
+    features, y_scaled, sqrt_w, weight_sum, fit_intercept, _ = problem
     device = features.device
     xp = device.xp
     p = features.n_features
