@@ -167,6 +167,8 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
             feature_exponent = feature_map.degree * x_exponent
             y_exponent = array_exponent(y_2d)
             alpha_exponent = 2 * feature_exponent + weight_exponent
+            # Relative penalties scale with the (rescaled) features by
+            # themselves; only the weights' power of two is left to apply.
             alphas_solved, coef_exponent = (
                 (np.ldexp(alphas, -weight_exponent), 0)
                 if relative
@@ -176,8 +178,6 @@ class _RandomFeatureRidge(RegressorMixin, _RandomFeaturesMixin, BaseEstimator):
                 solution = fit_ridge(
                     feature_map,
                     np.ldexp(y_2d, -y_exponent),
-                    # Relative penalties scale with the (rescaled) features by
-                    # themselves; only the weights' power of two is left to apply.
                     alphas_solved,
                     sample_weight=sample_weight,
                     fit_intercept=self.fit_intercept,
