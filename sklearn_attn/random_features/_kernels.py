@@ -72,7 +72,8 @@ def _check_tokens(X, Y, token_dim, *, min_tokens, flat_ok=False):
         _reject_complex(A, name)
         dim = token_dim
         if flat_ok and dim is None and A.ndim == 2:
-            dim = A.shape[1]
+            # Zero columns: leave the error to the usual validation.
+            dim = max(A.shape[1], 1)
         # The layout first: its message names the argument and the shape.
         _token_layout(A, dim, what=name)
         A = check_array(A, allow_nd=True, dtype=np.float64, input_name=name)
