@@ -170,7 +170,7 @@ def rfa_fit(device, n, n_keys, d, heads):
         n_heads=8, alpha=1.0, random_state=0, device=device
     ).fit(X[:200], y[:200])
     # Record how the solver went (refinement steps, or float64 products).
-    from sklearn_attn.random_features import _base
+    from sklearn_attn.random_features import _regressor
 
     solutions = []
 
@@ -178,14 +178,14 @@ def rfa_fit(device, n, n_keys, d, heads):
         solutions.append(_fit_ridge(*args, **kwargs))
         return solutions[-1]
 
-    _fit_ridge = _base.fit_ridge
-    _base.fit_ridge = recording_fit_ridge
+    _fit_ridge = _regressor.fit_ridge
+    _regressor.fit_ridge = recording_fit_ridge
     try:
         start = time.perf_counter()
         model.fit(X, y)
         seconds = time.perf_counter() - start
     finally:
-        _base.fit_ridge = _fit_ridge
+        _regressor.fit_ridge = _fit_ridge
     result = _rfa_sizes(n, n_keys, d, heads)
     result.update(seconds=seconds, solver=model.solver_)
     # None: float64 products (the CPU's route, or a float64 fallback on a GPU).

@@ -447,7 +447,7 @@ class LowerGram:
     path that carries nearly all the flops, into a float32 scratch matrix that
     is then added to ``G``: the rounding error of ``G`` is that of one block's
     float32 product, not of the whole sum. (The ridge solver then refines its
-    solution against the exact float64 operator, see ``_ridge.py``.)
+    solution against the exact float64 operator, see ``random_features/_ridge.py``.)
 
     Parameters
     ----------

@@ -16,16 +16,19 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 from ._backend import is_device_array, resolve_device, to_host
 
 __all__ = [
+    "as_array",
     "check_int",
     "check_real",
     "check_real_array",
     "check_sample_weight",
     "check_target_shape",
     "check_token_array",
+    "reject_complex",
+    "token_layout",
 ]
 
 
-def _as_array(A, name):
+def as_array(A, name):
     """``A`` itself if it has a shape (arrays, frames), else ``np.asarray(A)``,
     with a message naming ``A`` for ragged nested lists."""
     if hasattr(A, "shape"):  # arrays, device arrays, data frames (names kept)
@@ -69,7 +72,7 @@ def check_real_array(value, name, *, dtype=None):
     return array if dtype is None else array.astype(dtype, copy=False)
 
 
-def _reject_complex(A, name):
+def reject_complex(A, name):
     """scikit-learn's "Complex data not supported", naming the argument."""
     dtypes = getattr(A, "dtypes", None)  # a data frame's columns (or a Series')
     if dtypes is None or not hasattr(dtypes, "__iter__"):
@@ -83,10 +86,10 @@ def _reject_complex(A, name):
             )
 
 
-def _token_layout(X, token_dim, what="X"):
+def token_layout(X, token_dim, what="X"):
     """Return ``(X_2d, n_tokens, token_dim)`` for 2-D or 3-D token input."""
-    X = _as_array(X, what)
-    _reject_complex(X, what)
+    X = as_array(X, what)
+    reject_complex(X, what)
     ndim = X.ndim
     if token_dim is not None and (
         not isinstance(token_dim, numbers.Integral)
@@ -144,7 +147,7 @@ def check_token_array(
 
     CuPy arrays are validated on their device and returned as CuPy arrays.
     """
-    X_2d, n_tokens, dim = _token_layout(X, token_dim)
+    X_2d, n_tokens, dim = token_layout(X, token_dim)
     if is_device_array(X):
         # validate_data cannot look inside CuPy arrays: check values on the device.
         xp = resolve_device(None, X).xp
@@ -208,8 +211,8 @@ def check_target_shape(y, name, *, max_ndim, min_ndim=1, layout=None):
     """
     if y is None or isinstance(y, str):
         return
-    y = _as_array(y, name)
-    _reject_complex(y, name)
+    y = as_array(y, name)
+    reject_complex(y, name)
     ndim, shape = y.ndim, y.shape
     if min_ndim <= ndim <= max_ndim:
         return

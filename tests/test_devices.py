@@ -151,8 +151,8 @@ def test_ridge_falls_back_to_eigh_when_cholesky_fails(cupy, monkeypatch, mode, d
     """A real Cholesky failure (rank-5 features, alpha = 1e-20) gives exactly the
     eigen route's answer on the untouched matrix: the failed factorisation must
     leave the matrix as it was (LAPACK overwrites its lower triangle)."""
-    from sklearn_attn import _ridge
     from sklearn_attn._backend import Device
+    from sklearn_attn.random_features import _feature_blocks, _ridge, _spectral
 
     rng = np.random.default_rng(0)
     n, p = (30, 40) if mode == "dual" else (40, 30)
@@ -161,7 +161,7 @@ def test_ridge_falls_back_to_eigh_when_cholesky_fails(cupy, monkeypatch, mode, d
     on = Device() if device == "cpu" else Device("cuda", 0)
 
     def fit():
-        blocks = _ridge.ExplicitFeatures(features, on, block_size=16)
+        blocks = _feature_blocks.ExplicitFeatures(features, on, block_size=16)
         return _ridge.fit_ridge(blocks, y, [1e-20], mode=mode)
 
     failed = fit()
@@ -170,7 +170,7 @@ def test_ridge_falls_back_to_eigh_when_cholesky_fails(cupy, monkeypatch, mode, d
         def __init__(self, matrix, device):
             raise np.linalg.LinAlgError("refused before touching the matrix")
 
-    monkeypatch.setattr(_ridge, "CholeskyFactor", Refuses)
+    monkeypatch.setattr(_spectral, "CholeskyFactor", Refuses)
     assert_allclose(failed.coef, fit().coef, rtol=1e-12, atol=1e-12)
 
 

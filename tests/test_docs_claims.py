@@ -64,7 +64,7 @@ def test_benchmarks_and_tests_exist(claims_text):
     for script in set(re.findall(r"``(bench_\w+\.py)``", claims_text)):
         assert (ROOT / "benchmarks" / script).is_file(), script
     sources = "".join(
-        path.read_text(encoding="utf-8") for path in (ROOT / "tests").glob("test_*.py")
+        path.read_text(encoding="utf-8") for path in (ROOT / "tests").rglob("test_*.py")
     )
     for name in set(re.findall(r"``(test_\w+)``", claims_text)):
         assert re.search(rf"^def {name}\(", sources, re.MULTILINE), name

@@ -60,7 +60,7 @@ def add_parser(subparsers):
     Parameters
     ----------
     subparsers : argparse._SubParsersAction
-        What :meth:`argparse.ArgumentParser.add_subparsers` returned.
+        What ``argparse.ArgumentParser.add_subparsers()`` returned.
 
     Returns
     -------

@@ -191,8 +191,8 @@ def write_contacts(file, scores, raw_scores=None, *, positions=None, residues=No
     See Also
     --------
     write_ec : The same scores in plmc's coupling-scores format.
-    apc : Average-product correction of the scores.
-    frobenius_scores : Raw scores from a coupling tensor.
+    sklearn_attn.potts.apc : Average-product correction of the scores.
+    sklearn_attn.potts.frobenius_scores : Raw scores from a coupling tensor.
 
     Examples
     --------
@@ -543,7 +543,7 @@ def read_couplings(file):
     See Also
     --------
     write_couplings : Save the parameters.
-    frobenius_scores : Contact scores from the couplings.
+    sklearn_attn.potts.frobenius_scores : Contact scores from the couplings.
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """``fit`` of the random-feature regressors on a ``dask.array``.
 
 The data stay where their chunks are: each chunk of samples becomes the
-:class:`~sklearn_attn._ridge.RidgeStatistics` of its random features (the
+:class:`~._ridge_statistics.RidgeStatistics` of its random features (the
 ``(n_features, n_features)`` covariance and the other sums of the primal ridge
 problem), computed by a task on the worker that holds the chunk, so neither
 the samples nor their features travel. The statistics are merged pairwise up a
@@ -16,8 +16,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
-from .._ridge import RidgeStatistics
 from .._validation import check_target_shape
+from ._ridge_statistics import RidgeStatistics
 
 __all__ = ["fit_dask"]
 

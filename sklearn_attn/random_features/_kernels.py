@@ -36,7 +36,7 @@ from sklearn.utils import check_array, gen_batches
 from sklearn.utils._param_validation import Interval, validate_params
 
 from .._scaling import row_exponents
-from .._validation import _as_array, _reject_complex, _token_layout
+from .._validation import as_array, reject_complex, token_layout
 
 __all__ = ["brfa_kernel", "rfa_kernel", "rfmlp_kernel"]
 
@@ -68,15 +68,16 @@ def _check_tokens(X, Y, token_dim, *, min_tokens, flat_ok=False):
             arrays.append(arrays[0])
             layouts.append(layouts[0])
             continue
-        A = _as_array(A, name)
-        _reject_complex(A, name)
+        A = as_array(A, name)
+        reject_complex(A, name)
         dim = token_dim
         if flat_ok and dim is None and A.ndim == 2:
-            dim = A.shape[1]
+            # Zero columns: leave the error to the usual validation.
+            dim = max(A.shape[1], 1)
         # The layout first: its message names the argument and the shape.
-        _token_layout(A, dim, what=name)
+        token_layout(A, dim, what=name)
         A = check_array(A, allow_nd=True, dtype=np.float64, input_name=name)
-        A_2d, n_tokens, dim = _token_layout(A, dim, what=name)
+        A_2d, n_tokens, dim = token_layout(A, dim, what=name)
         if n_tokens < min_tokens:
             raise ValueError(
                 f"{name} has {n_tokens} token(s) of dimension {dim}; at least "

@@ -1,7 +1,7 @@
 """Random feature maps as matrix products, computed block by block.
 
 The two maps (attention and MLP) are exposed to the ridge core as
-:class:`~sklearn_attn._ridge.FeatureBlocks`: any block of rows (samples) and
+:class:`~._feature_blocks.FeatureBlocks`: any block of rows (samples) and
 columns (features, aligned to heads or units) is computed on demand, so that no
 caller needs the full ``(n_samples, n_features)`` matrix.
 
@@ -35,8 +35,8 @@ import math
 import numpy as np
 from sklearn import get_config
 
-from .._ridge import FeatureBlocks
 from .._scaling import scale_by_power_of_two
+from ._feature_blocks import FeatureBlocks
 
 # Samples per chunk on the CPU: small enough for the (chunk, heads, keys)
 # intermediates of a block of heads to stay in cache (measured: 32-64 best).

@@ -7,8 +7,9 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._base import _RIDGE_CONSTRAINTS, _RandomFeatureRidge, _RandomFeatureTransformer
+from ._base import _RandomFeatureTransformer
 from ._maps import MLPMap
+from ._regressor import _RIDGE_CONSTRAINTS, _RandomFeatureRidge
 
 _MLP_CONSTRAINTS = {
     "n_features": [Interval(Integral, 1, None, closed="left")],

@@ -62,6 +62,7 @@ def test_bad_states_are_refused_by_name(states):
         PottsPseudoLikelihood(states=3, max_iter=1).fit(_codes(0))
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_codes_outside_the_given_states_are_refused():
     codes = _codes(0)
     with pytest.raises(ValueError, match="not given in states; the states are"):

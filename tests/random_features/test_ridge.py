@@ -8,7 +8,9 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn.linear_model import Ridge
 
-from sklearn_attn._ridge import ExplicitFeatures, RidgeStatistics, fit_ridge
+from sklearn_attn.random_features._feature_blocks import ExplicitFeatures
+from sklearn_attn.random_features._ridge import fit_ridge
+from sklearn_attn.random_features._ridge_statistics import RidgeStatistics
 
 SHAPES = [(40, 25), (25, 40)]  # more samples than features, and fewer
 

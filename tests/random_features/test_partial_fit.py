@@ -22,6 +22,7 @@ import types
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import NotFittedError
 
 from sklearn_attn import (
     RFMLP,
@@ -31,7 +32,8 @@ from sklearn_attn import (
     RandomFeatureAttentionRegressor,
 )
 from sklearn_attn._backend import is_device_array
-from sklearn_attn._ridge import ExplicitFeatures, RidgeStatistics
+from sklearn_attn.random_features._feature_blocks import ExplicitFeatures
+from sklearn_attn.random_features._ridge_statistics import RidgeStatistics
 
 ESTIMATORS = {
     "rfa": (RandomFeatureAttentionRegressor, AttentionRandomFeatures, "n_heads", 15),
@@ -182,18 +184,68 @@ def test_pickling_mid_stream_and_continuing(name, global_random_seed):
     assert_array_equal(model.predict(X), uninterrupted.predict(X))
 
 
-def test_solution_is_solved_on_demand_and_kept(global_random_seed):
+def test_partial_fit_solves_at_its_end_and_lookups_compute_nothing(
+    global_random_seed,
+):
+    """Every call leaves a fitted model: the attributes are in the instance's
+    dictionary, and reading them (or ``hasattr``) solves nothing."""
     X, y, _ = _data(global_random_seed)
     model = _make("rfa", global_random_seed).partial_fit(X[:100], y[:100])
-    assert "coef_" not in vars(model)
-    coef = model.coef_
-    assert vars(model)["coef_"] is coef
+    assert not hasattr(type(model), "__getattr__")
+    coef = vars(model)["coef_"]
     assert model.coef_ is coef
     model.partial_fit(X[100:], y[100:])
-    assert "coef_" not in vars(model)
-    assert not np.array_equal(model.coef_, coef)
-    with pytest.raises(AttributeError, match="no attribute 'loo_mse_'"):
-        getattr(model, "loo_mse_")  # noqa: B009 - the attribute access is the test
+    assert not np.array_equal(vars(model)["coef_"], coef)
+    assert not hasattr(model, "loo_mse_")
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_deferred_solve_equals_solving_every_batch(name, global_random_seed):
+    """``partial_fit(..., solve=False)`` only accumulates: predict refuses
+    with ``NotFittedError`` naming ``solve()``, and one ``solve()`` at the end
+    gives exactly the model of solving after every batch (the same
+    statistics, the same arithmetic)."""
+    X, y, _ = _data(global_random_seed)
+    batches = np.array_split(np.arange(len(X)), 4)
+    every = _make(name, global_random_seed)
+    deferred = _make(name, global_random_seed)
+    for batch in batches:
+        every.partial_fit(X[batch], y[batch])
+        deferred.partial_fit(X[batch], y[batch], solve=False)
+        assert not hasattr(deferred, "coef_")
+    with pytest.raises(NotFittedError, match=r"solve\(\)"):
+        deferred.predict(X[:3])
+    assert deferred.solve() is deferred
+    assert_array_equal(deferred.coef_, every.coef_)
+    assert_array_equal(deferred.predict(X), every.predict(X))
+    coef = deferred.coef_
+    assert deferred.solve().coef_ is coef  # nothing new: nothing solved again
+
+
+def test_deferred_state_pickles_and_solves_after_loading(global_random_seed):
+    X, y, weights = _data(global_random_seed, weighted=True)
+    batches = np.array_split(np.arange(len(X)), 3)
+    model = _make("rfmlp", global_random_seed)
+    reference = _make("rfmlp", global_random_seed)
+    for batch in batches:
+        reference.partial_fit(X[batch], y[batch], sample_weight=weights[batch])
+    for batch in batches[:2]:
+        model.partial_fit(X[batch], y[batch], sample_weight=weights[batch], solve=False)
+    model = pickle.loads(pickle.dumps(model))
+    with pytest.raises(NotFittedError, match=r"solve\(\)"):
+        model.predict(X[:3])
+    model.partial_fit(X[batches[2]], y[batches[2]], sample_weight=weights[batches[2]])
+    assert_array_equal(model.predict(X), reference.predict(X))
+
+
+@pytest.mark.parametrize("prepare", ["unfitted", "fit"])
+def test_solve_without_batches_is_not_fitted_error(prepare, global_random_seed):
+    X, y, _ = _data(global_random_seed, n=50)
+    model = _make("rfa", global_random_seed)
+    if prepare == "fit":
+        model.fit(X, y)
+    with pytest.raises(NotFittedError, match="partial_fit"):
+        model.solve()
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))

@@ -16,7 +16,8 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, UndefinedMetricWarning
 from sklearn.linear_model import Ridge
 
 from sklearn_attn import (
@@ -182,25 +183,72 @@ def test_unit_scale_fits_are_unchanged_by_the_rescaling_path(data):
         (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e100, "under"),
         (RandomFeatureAttentionRegressor(n_heads=20, random_state=0), 1e300, "under"),
         (RFMLP(n_features=40, random_state=0), 1e300, "underflow"),
-        # A fixed penalty against the kernel of tiny tokens ("auto" follows
-        # the features' scale and cannot be out of range).
-        (
-            RandomFeatureAttentionRegressor(
-                n_heads=20, alpha=1e-3, qk_bias=False, random_state=0
-            ),
-            1e-100,
-            "1e300",
-        ),
-        (RFMLP(n_features=40, alpha=1e-3, random_state=0), 1e-300, "1e300"),
     ],
 )
 def test_unrepresentable_fits_raise_and_say_why(estimator, scale, match, data):
     """Value vectors of 1e-300 and below (tokens of 1e100 for attention, 1e300
-    for the MLP), or a penalty 1e300 times the kernel, are errors naming X."""
+    for the MLP) are errors naming X."""
     X, y, _ = data
     with pytest.raises(ValueError, match=match) as info:
         estimator.fit(X * scale, y)
     assert "X" in str(info.value) and "rescal" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "estimator, transformer, scale",
+    [
+        # A fixed penalty 1e300 times the kernel of tiny tokens ("auto" follows
+        # the features' scale), and a penalty of 1e300 at unit scale.
+        (
+            RandomFeatureAttentionRegressor(
+                n_heads=20, alpha=1e-3, qk_bias=False, random_state=0
+            ),
+            AttentionRandomFeatures(n_heads=20, qk_bias=False, random_state=0),
+            1e-100,
+        ),
+        (
+            RFMLP(n_features=40, alpha=1e-3, random_state=0),
+            MLPRandomFeatures(n_features=40, random_state=0),
+            1e-300,
+        ),
+        (
+            RandomFeatureAttentionRegressor(n_heads=20, alpha=1e300, random_state=0),
+            AttentionRandomFeatures(n_heads=20, random_state=0),
+            1.0,
+        ),
+        (
+            BiasedRFA(n_heads=20, alpha=1e300, random_state=0),
+            AttentionRandomFeatures(n_heads=20, qk_mean="identity", random_state=0),
+            1.0,
+        ),
+        (
+            RFMLP(n_features=40, alpha=1e300, random_state=0),
+            MLPRandomFeatures(n_features=40, random_state=0),
+            1.0,
+        ),
+    ],
+)
+def test_huge_penalties_give_the_intercept_only_limit_as_ridge(
+    estimator, transformer, scale, data
+):
+    """A penalty far above the kernel leaves the intercept alone, with the
+    exact tiny coefficients ``Ridge`` returns on the explicit features (the
+    limit ``coef = Phi^T y / alpha`` is exact in float64 there): the same
+    coefficients to 1e-12 of the largest (each is a centred sum, whose rounding
+    is relative to its terms, not to its value) and the same predictions to
+    1e-12 of the targets' scale."""
+    X, y, _ = data
+    model = estimator.fit(X * scale, y)
+    features = transformer.fit_transform(X * scale)
+    reference = Ridge(alpha=estimator.alpha).fit(features, y)
+    assert np.abs(reference.coef_).max() > 0
+    largest = np.abs(reference.coef_).max()
+    assert_allclose(model.coef_, reference.coef_, rtol=1e-12, atol=1e-12 * largest)
+    assert_allclose(
+        model.predict(X * scale),
+        reference.predict(features),
+        atol=1e-12 * np.abs(y).max(),
+    )
 
 
 @pytest.mark.parametrize("exponent", [-300, -40, 40, 300])
@@ -602,6 +650,9 @@ def test_sample_weights_at_any_scale_give_the_unit_weight_fit(exponent, data):
         RFMLP(n_features=40, random_state=0),
     ],
 )
+# The smallest penalties of alpha="auto" can interpolate these few samples, where
+# generalized cross-validation is undefined (and says so).
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
 def test_score_is_exact_for_huge_targets(estimator, data):
     """R^2 is scale-free; its sums of squares overflow beyond ~1e154 unless the
     targets are rescaled first (by a power of two, so exactly)."""
@@ -628,3 +679,44 @@ def test_float32_features_that_would_be_subnormal_raise(data):
     with pytest.raises(ValueError, match="underflow"):
         transformer.transform((X * 1e-14).astype(np.float32))
     assert np.isfinite(transformer.transform((X * 1e-14).astype(np.float64))).all()
+
+
+@pytest.mark.parametrize("estimator, degree", REGRESSORS)
+@pytest.mark.parametrize("solver", ["auto", "primal", "dual"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_constant_rows_fit_the_weighted_mean(
+    estimator, degree, solver, weighted, global_random_seed
+):
+    """Rows all equal: the centred features are rounding alone, so with the
+    default alpha="auto" (whose grid would otherwise be picked relative to that
+    rounding) every route predicts the weighted mean of y, with zero
+    coefficients; to 1e-12 of max |y|, the rounding of the mean."""
+    rng = np.random.default_rng(global_random_seed)
+    X = np.repeat(rng.standard_normal((1, 4, 3)), 20, axis=0)
+    y = rng.standard_normal(20)
+    weights = rng.uniform(0.5, 2.0, 20) if weighted else None
+    model = clone(estimator).set_params(solver=solver)
+    model.fit(X, y, sample_weight=weights)
+    assert not model.coef_.any()
+    assert_allclose(
+        model.predict(X[:3]),
+        np.average(y, weights=weights),
+        rtol=0,
+        atol=1e-12 * np.abs(y).max(),
+    )
+
+
+def test_interpolated_samples_have_undetermined_leave_one_out_error():
+    """Two samples, one feature and an intercept: every penalty far below the
+    kernel interpolates both samples, whose leave-one-out errors are then 0 / 0
+    in floating point. They are inf with a warning naming loo_mse_, and alpha_
+    is the penalty whose error is determined."""
+    X = np.array([[[353.87821267], [841.33697895]], [[338.36756601], [-1334.4330]]])
+    y = np.array([0.90535587, 0.44637457])
+    model = RandomFeatureAttentionRegressor(
+        n_heads=1, alpha=[1.0, 1e30], qk_bias=False, value_bias=False, random_state=0
+    )
+    with pytest.warns(UndefinedMetricWarning, match="loo_mse_"):
+        model.fit(X, y)
+    assert np.isinf(model.loo_mse_[0]) and np.isfinite(model.loo_mse_[1])
+    assert model.alpha_ == 1e30
