@@ -297,8 +297,9 @@ def read_alignment(
         ``"auto"`` chooses ``"a2m"`` or ``"a3m"`` from the file name's suffix
         (before any ``.gz``) and ``"fasta"`` otherwise.
     alphabet : str or None, default=None
-        A name in :data:`~sklearn_attn.potts.ALPHABETS` or a string of distinct characters whose
-        first character is the gap; ``None`` checks no letters.
+        A name in :data:`~sklearn_attn.potts.ALPHABETS` or a string of
+        distinct characters whose first character is the gap; ``None`` checks
+        no letters.
     unknown_letters : {"drop", "gap", "error"}, default="drop"
         What to do with a sequence holding letters outside ``alphabet``
         (ignored without one). Lower-case letters count as their upper-case
