@@ -31,6 +31,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -70,33 +71,19 @@ def _median_time(f, repeats):
     return float(np.median(times))
 
 
-def _reference_products(codes, couplings_mat, repeats):
-    """The two float32 products of an evaluation, each over all rows at once."""
-    from sklearn_attn.potts._model import one_hot
-
-    onehot = one_hot(codes, N_STATES, dtype=np.float32)
-    residual = np.random.default_rng(3).standard_normal(onehot.shape)
-    residual = residual.astype(np.float32)
-    return {
-        "reference_logits_product": _median_time(
-            lambda: onehot @ couplings_mat, repeats
-        ),
-        "reference_gradient_product": _median_time(
-            lambda: residual.T @ onehot, repeats
-        ),
-    }
-
-
 def _evaluation_parts(codes, weights, repeats):
-    """The reference products, one evaluation, and its parts, in seconds."""
-    from scipy.linalg import blas
+    """The reference products, one evaluation, and its parts, in seconds.
 
-    from sklearn_attn.potts._model import (
-        FullCouplings,
-        OneHotRows,
-        data_term_and_gradient,
-        objective,
-    )
+    The reference and the evaluation are timed in turn, ``repeats`` times, and
+    their ratio is the median of the ratios of each turn: a change of the
+    machine's load between the two then matters less.
+    """
+    from scipy.linalg import blas
+    from threadpoolctl import threadpool_limits
+
+    from sklearn_attn._backend import limit_optimizer_blas
+    from sklearn_attn.potts import _model
+    from sklearn_attn.potts._model import FullCouplings, OneHotRows, objective, one_hot
 
     n, n_sites = codes.shape
     width = n_sites * N_STATES
@@ -106,61 +93,133 @@ def _evaluation_parts(codes, weights, repeats):
     scale = (1.0 + rng.random(model.n_params)).astype(np.float32)
     rows = OneHotRows(codes, weights, N_STATES, dtype=np.float32)
     couplings_mat, fields = model.couplings(theta, dtype=np.float32, scale=scale)
+    # The blocks of the products: larger ones where the package asks for them.
+    product_rows = max(rows.block_rows, getattr(_model, "_PRODUCT_ROWS", 0))
+    out = {
+        "block_rows": rows.block_rows,
+        "product_block_rows": min(product_rows, n),
+        "n_product_blocks": -(-n // product_rows),
+    }
 
-    out = {"block_rows": rows.block_rows, "n_blocks": -(-n // rows.block_rows)}
-    out.update(_reference_products(codes, couplings_mat, repeats))
-    reference = out["reference_logits_product"] + out["reference_gradient_product"]
-    out["reference_two_products"] = reference
-
-    out["evaluation"] = _median_time(
-        lambda: objective(theta, model, rows, 0.01, 16.0, scale=scale), repeats
+    onehot = one_hot(codes, N_STATES, dtype=np.float32)
+    residual = rng.standard_normal(onehot.shape).astype(np.float32)
+    turns = []
+    for _ in range(repeats):
+        reference = (
+            _median_time(lambda: onehot @ couplings_mat, 1),
+            _median_time(lambda: residual.T @ onehot, 1),
+        )
+        evaluation = _median_time(
+            lambda: objective(theta, model, rows, 0.01, 16.0, scale=scale), 1
+        )
+        turns.append((*reference, evaluation))
+    turns = np.array(turns)
+    out["reference_logits_product"] = float(np.median(turns[:, 0]))
+    out["reference_gradient_product"] = float(np.median(turns[:, 1]))
+    out["reference_two_products"] = float(np.median(turns[:, 0] + turns[:, 1]))
+    out["evaluation"] = float(np.median(turns[:, 2]))
+    out["ratio_evaluation_to_reference"] = float(
+        np.median(turns[:, 2] / (turns[:, 0] + turns[:, 1]))
     )
-    out["forming_couplings"] = _median_time(
-        lambda: model.couplings(theta, dtype=np.float32, scale=scale), repeats
-    )
-    out["data_term"] = _median_time(
-        lambda: data_term_and_gradient(rows, couplings_mat, fields, np, symmetric=True),
-        repeats,
-    )
-    out["one_hot_blocks"] = _median_time(lambda: list(rows.blocks()), repeats)
+    onehot = residual = None  # freed before the parts are timed
 
-    def logits_products():
-        for block, _, _ in rows.blocks():
-            block @ couplings_mat
+    def part(name, f):
+        out[name] = _median_time(f, repeats)
 
-    def panels_float64():
+    part(
+        "forming_couplings",
+        lambda: model.couplings(theta, dtype=np.float32, scale=scale),
+    )
+    if hasattr(_model, "data_term_and_products_gradient"):
+        data_term = _model.data_term_and_products_gradient
+    else:
+        data_term = functools.partial(_model.data_term_and_gradient, symmetric=True)
+    part("data_term", lambda: data_term(rows, couplings_mat, fields, np))
+    part("one_hot_blocks", lambda: list(rows.blocks()))
+
+    def logits_products(block_rows):
+        buffer = np.empty((min(block_rows, n), width), np.float32)
+        for start in range(0, n, block_rows):
+            block = next(iter(_rows_from(rows, start, block_rows).blocks()))[0]
+            np.matmul(block, couplings_mat, out=buffer[: len(block)])
+
+    def panels_float64(block_rows):
         grad = np.zeros((width, width))
         half = width // 2
-        for block, _, _ in rows.blocks():
+        for start in range(0, n, block_rows):
+            block = next(iter(_rows_from(rows, start, block_rows).blocks()))[0]
             grad[:, :half] += block.T @ block[:, :half]
             grad[:, half:] += block.T @ block[:, half:]
 
-    def rank_2k_float32():
-        grad = np.zeros((width, width), dtype=np.float32, order="F")
-        for block, _, _ in rows.blocks():
-            blas.ssyr2k(1.0, block.T, block.T, beta=1.0, c=grad, trans=0, overwrite_c=1)
+    def products_float32(block_rows):
+        grad = scratch = None
+        for start in range(0, n, block_rows):
+            block = next(iter(_rows_from(rows, start, block_rows).blocks()))[0]
+            if grad is None:
+                grad = block.T @ block
+                scratch = np.empty_like(grad)
+            else:
+                grad += np.matmul(block.T, block, out=scratch)
 
-    out["logits_products_blocks"] = _median_time(logits_products, repeats)
-    out["gradient_panels_float64_blocks"] = _median_time(panels_float64, repeats)
-    out["gradient_syr2k_float32_blocks"] = _median_time(rank_2k_float32, repeats)
-    _, grad_couplings, grad_fields = data_term_and_gradient(
-        rows, couplings_mat, fields, np, symmetric=True
-    )
-    out["pull_back"] = _median_time(
-        lambda: model.pull_back(theta, grad_couplings, grad_fields, np), repeats
+    def rank_2k_float32(block_rows):
+        grad = np.zeros((width, width), dtype=np.float32, order="F")
+        for start in range(0, n, block_rows):
+            block = next(iter(_rows_from(rows, start, block_rows).blocks()))[0]
+            blas.ssyr2k(1.0, block.T, block.T, beta=1.0, c=grad, overwrite_c=1)
+
+    # One-hot blocks are rebuilt inside each timed part, as the data term does.
+    for label, block_rows in (("blocks", rows.block_rows), ("product_blocks", 2048)):
+        part(f"logits_products_{label}", lambda b=block_rows: logits_products(b))
+        part(
+            f"gradient_panels_float64_{label}",
+            lambda b=block_rows: panels_float64(b),
+        )
+        part(
+            f"gradient_products_float32_{label}",
+            lambda b=block_rows: products_float32(b),
+        )
+        # SciPy's BLAS as a fit runs it (one thread), and with all threads.
+        with limit_optimizer_blas():
+            part(
+                f"gradient_syr2k_float32_{label}_in_fit_threads",
+                lambda b=block_rows: rank_2k_float32(b),
+            )
+        with threadpool_limits(limits=os.cpu_count(), user_api="blas"):
+            part(
+                f"gradient_syr2k_float32_{label}_all_threads",
+                lambda b=block_rows: rank_2k_float32(b),
+            )
+    _, grad_couplings, grad_fields = data_term(rows, couplings_mat, fields, np)
+    part(
+        "pull_back",
+        lambda: model.pull_back(theta, grad_couplings, grad_fields, np),
     )
     grad = np.zeros(model.n_params)
-    out["penalty"] = _median_time(
-        lambda: model.add_penalty(theta, grad, 0.01, 16.0, np, scale=scale), repeats
+    part(
+        "penalty",
+        lambda: model.add_penalty(theta, grad, 0.01, 16.0, np, scale=scale),
     )
-    out["ratio_evaluation_to_reference"] = out["evaluation"] / reference
     return out
+
+
+def _rows_from(rows, start, block_rows):
+    """The rows ``[start, start + block_rows)`` as one block."""
+    from sklearn_attn.potts._model import OneHotRows
+
+    part = slice(start, start + block_rows)
+    return OneHotRows(
+        rows.codes[part],
+        rows.weights[part],
+        rows.n_states,
+        dtype=rows.dtype,
+        block_rows=block_rows,
+    )
 
 
 def _fit(codes, weights, max_iter):
     """A fit of ``max_iter`` iterations with every evaluation counted and timed."""
     from sklearn_attn import PottsPseudoLikelihood
-    from sklearn_attn.potts import _estimator
+    from sklearn_attn.potts import _estimator, _sequence_model
 
     evaluations = []
     original = _estimator.objective
@@ -179,13 +238,24 @@ def _fit(codes, weights, max_iter):
         max_iter=max_iter,
         tol=0,
     )
+    optimiser = []
+    original_lbfgs = _sequence_model.minimize_lbfgs
+
+    def timed_lbfgs(*args, **kwargs):
+        start = time.perf_counter()
+        result = original_lbfgs(*args, **kwargs)
+        optimiser.append(time.perf_counter() - start)
+        return result
+
     _estimator.objective = counted
+    _sequence_model.minimize_lbfgs = timed_lbfgs
     try:
         start = time.perf_counter()
         model.fit(codes, sample_weight=weights)
         seconds = time.perf_counter() - start
     finally:
         _estimator.objective = original
+        _sequence_model.minimize_lbfgs = original_lbfgs
     return {
         "seconds": seconds,
         "n_iter": int(model.n_iter_),
@@ -194,6 +264,9 @@ def _fit(codes, weights, max_iter):
         "seconds_per_iteration": seconds / max(model.n_iter_, 1),
         "seconds_per_evaluation": float(np.median(evaluations)),
         "seconds_outside_objective": seconds - float(np.sum(evaluations)),
+        # The optimiser's vector work and the scaling of each gradient.
+        "seconds_in_lbfgs_outside_objective": float(np.sum(optimiser))
+        - float(np.sum(evaluations)),
         "objective": float(model.objective_),
         "loss_curve": [float(v) for v in model.loss_curve_],
     }
