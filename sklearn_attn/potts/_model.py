@@ -113,21 +113,38 @@ class OneHotRows:
     def n_rows(self):
         return self.codes.shape[0]
 
-    def blocks(self, block_rows=None):
+    def blocks(self, block_rows=None, *, reuse=False):
         """``(onehot, weights, positions)`` of each block of rows, in order.
 
         ``positions[s, i]`` is the column of ``onehot`` that is one for site ``i``
-        of sequence ``s``. ``block_rows`` overrides :attr:`block_rows`.
+        of sequence ``s``. ``block_rows`` overrides :attr:`block_rows`. With
+        ``reuse``, every block is written into the same buffer (only the ones
+        of the block before are cleared), so a block is valid until the next
+        one is made: a loop that uses each block once then neither allocates
+        nor zeroes a block's memory again.
         """
         xp = self.xp
         n_sites = self.codes.shape[1]
         offsets = self.n_states * xp.arange(n_sites)
         step = self.block_rows if block_rows is None else max(int(block_rows), 1)
+        buffer = previous = None
         for start in range(0, self.n_rows, step):
             rows = slice(start, start + step)
             positions = self.codes[rows] + offsets
-            onehot = xp.zeros((positions.shape[0], n_sites * self.n_states), self.dtype)
+            if not reuse:
+                onehot = xp.zeros(
+                    (positions.shape[0], n_sites * self.n_states), self.dtype
+                )
+            elif buffer is None:
+                buffer = xp.zeros(
+                    (positions.shape[0], n_sites * self.n_states), self.dtype
+                )
+                onehot = buffer
+            else:
+                xp.put_along_axis(buffer[: previous.shape[0]], previous, 0.0, axis=1)
+                onehot = buffer[: positions.shape[0]]
             xp.put_along_axis(onehot, positions, 1.0, axis=1)
+            previous = positions
             yield onehot, self.weights[rows], positions
 
 
@@ -265,7 +282,7 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     value = 0.0
     grad_fields = xp.zeros(width)
     grad_couplings = scratch = logits = None
-    for onehot, weights, positions in rows.blocks(step):
+    for onehot, weights, positions in rows.blocks(step, reuse=True):
         if logits is None:
             logits = xp.empty((onehot.shape[0], width), dtype=rows.dtype)
         residual = logits[: onehot.shape[0]]
