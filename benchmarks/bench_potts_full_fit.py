@@ -10,22 +10,36 @@ On a synthetic family (``n`` sequences of a Markov chain along ``L`` sites,
   repeats) and its ratio to the reference;
 * its parts, each timed alone: forming ``J_mat`` from the parameters, the
   one-hot blocks, the logits products over the blocks, the gradient
-  products over the blocks in two ways (two float32 column panels added to a
-  float64 matrix, and one symmetric rank-2k update accumulated in float32),
-  the pull-back to the parameter vector and the penalty; the rest of the data
-  term (softmax, log-sum-exp, gradient assembly) by difference;
+  products over the blocks in three ways (two float32 column panels added to
+  a float64 matrix; float32 products summed in float32; one symmetric
+  rank-2k update, SciPy's ``ssyr2k``, accumulated in float32, on one thread
+  as a fit runs SciPy's BLAS and on all), in the package's blocks and in
+  blocks of 2,048 rows, the pull-back to the parameter vector and the
+  penalty; the rest of the data term (softmax, log-sum-exp, gradient
+  assembly) by difference;
 * a fit of ``max_iter`` iterations (``tol=0``): seconds per iteration, per
   evaluation, evaluations per iteration, the time outside the objective (the
   optimiser's vector work) and the final objective, with ``--compare FILE``
   the relative difference of that objective to a previous run's;
-* the load average before and after, since the machine may be shared.
+* with ``--baseline FILE`` (an earlier ``_model.py``), its objective and this
+  one's timed in turn with the reference, and their values and gradients at
+  the same point, against each other and against float64 products;
+* the memory one evaluation allocates (its peak, from tracemalloc);
+* the load average before and after, since the machine may be shared;
+* with ``--plmc BINARY``, plmc (``-le 16 -lh 0.01 -m 100 -t 0.2 -n 2``) and
+  ``python -m sklearn_attn contacts`` (``--max-iter 100 --alpha-couplings 16
+  --alpha-fields 0.01 --identity 0.8``) on PF00014 and on a synthetic L = 100
+  family written as FASTA: wall time and peak memory of each.
 
 Usage::
 
     python benchmarks/bench_potts_full_fit.py            # L = 100 and 202
     python benchmarks/bench_potts_full_fit.py --quick    # a smoke run
     python benchmarks/bench_potts_full_fit.py --out results/x.json \\
-        --compare benchmarks/results/potts_full_fit_before.json
+        --compare benchmarks/results/potts_full_fit_before.json \\
+        --baseline /tmp/old/sklearn_attn/potts/_model.py
+    python benchmarks/bench_potts_full_fit.py --plmc /tmp/plmc/bin/plmc \\
+        --plmc-only --out benchmarks/results/potts_full_fit_plmc.json
 """
 
 from __future__ import annotations
@@ -34,8 +48,12 @@ import argparse
 import functools
 import json
 import os
+import resource
+import subprocess
 import sys
+import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +217,14 @@ def _evaluation_parts(codes, weights, repeats):
         "penalty",
         lambda: model.add_penalty(theta, grad, 0.01, 16.0, np, scale=scale),
     )
+    grad_couplings = grad_fields = grad = None  # not counted below
+    # NumPy reports its allocations to tracemalloc: the arrays one evaluation
+    # adds to those the fit holds anyway (parameters, one-hot codes).
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    objective(theta, model, rows, 0.01, 16.0, scale=scale)
+    out["evaluation_peak_mb"] = (tracemalloc.get_traced_memory()[1] - before) / 1e6
+    tracemalloc.stop()
     return out
 
 
@@ -214,6 +240,80 @@ def _rows_from(rows, start, block_rows):
         dtype=rows.dtype,
         block_rows=block_rows,
     )
+
+
+def _load_baseline(path):
+    """A previous version of ``sklearn_attn/potts/_model.py`` as a module of its
+    own (its relative imports read from this package)."""
+    import types
+
+    source = Path(path).read_text()
+    source = source.replace(
+        "from .._backend import", "from sklearn_attn._backend import"
+    )
+    module = types.ModuleType("baseline_model")
+    exec(compile(source, str(path), "exec"), module.__dict__)
+    return module
+
+
+def _baseline_comparison(codes, weights, baseline, repeats):
+    """The baseline's objective and this one's, timed in turn with the
+    reference products, and their values and gradients at the same point
+    against each other and against float64 products."""
+    from sklearn_attn.potts import _model
+    from sklearn_attn.potts._model import one_hot
+
+    n, n_sites = codes.shape
+    rng = np.random.default_rng(1)
+    models = {"baseline": baseline, "current": _model}
+    theta = 0.01 * rng.standard_normal(_model.FullCouplings(n_sites, N_STATES).n_params)
+    scale = (1.0 + rng.random(theta.size)).astype(np.float32)
+
+    def evaluate(module, dtype=np.float32):
+        rows = module.OneHotRows(codes, weights, N_STATES, dtype=dtype)
+        parametrization = module.FullCouplings(n_sites, N_STATES)
+        return module.objective(theta, parametrization, rows, 0.01, 16.0, scale=scale)
+
+    couplings_mat, _ = _model.FullCouplings(n_sites, N_STATES).couplings(
+        theta, dtype=np.float32, scale=scale
+    )
+    onehot = one_hot(codes, N_STATES, dtype=np.float32)
+    residual = rng.standard_normal(onehot.shape).astype(np.float32)
+    turns = []
+    for _ in range(repeats):
+        turn = [
+            _median_time(lambda: onehot @ couplings_mat, 1)
+            + _median_time(lambda: residual.T @ onehot, 1)
+        ]
+        for module in models.values():
+            turn.append(_median_time(lambda m=module: evaluate(m), 1))
+        turns.append(turn)
+    onehot = residual = None  # freed before the float64 evaluation
+    turns = np.array(turns)
+    out = {
+        "reference_two_products_s": float(np.median(turns[:, 0])),
+        "baseline_evaluation_s": float(np.median(turns[:, 1])),
+        "current_evaluation_s": float(np.median(turns[:, 2])),
+        "baseline_ratio_to_reference": float(np.median(turns[:, 1] / turns[:, 0])),
+        "current_ratio_to_reference": float(np.median(turns[:, 2] / turns[:, 0])),
+        "speedup": float(np.median(turns[:, 1] / turns[:, 2])),
+    }
+    old_value, old_grad = evaluate(baseline)
+    new_value, new_grad = evaluate(_model)
+    exact_value, exact_grad = evaluate(baseline, np.float64)
+
+    def gap(grad, other):
+        return float(np.abs(grad - other).max() / np.abs(other).max())
+
+    out["agreement"] = {
+        "value_current_vs_baseline": new_value / old_value - 1.0,
+        "value_baseline_vs_float64": old_value / exact_value - 1.0,
+        "value_current_vs_float64": new_value / exact_value - 1.0,
+        "gradient_current_vs_baseline": gap(new_grad, old_grad),
+        "gradient_baseline_vs_float64": gap(old_grad, exact_grad),
+        "gradient_current_vs_float64": gap(new_grad, exact_grad),
+    }
+    return out
 
 
 def _fit(codes, weights, max_iter):
@@ -272,6 +372,91 @@ def _fit(codes, weights, max_iter):
     }
 
 
+_TIME = "/usr/bin/time"
+_LETTERS = "-ACDEFGHIKLMNPQRSTVWY"  # plmc's protein alphabet, gap first
+
+
+def _timed(command, **kwargs):
+    """Wall seconds and peak resident memory (MB) of a command.
+
+    The peak is GNU time's ``%M`` where it exists, else ``wait4``'s
+    ``ru_maxrss`` of the child.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak"
+        use_time = os.access(_TIME, os.X_OK)
+        full = [_TIME, "-f", "%M", "-o", str(peak_file), *command]
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            full if use_time else command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **kwargs,
+        )
+        _, stderr = child.communicate()
+        seconds = time.perf_counter() - start
+        if child.returncode:
+            raise RuntimeError(f"{command} failed: {stderr.decode()[-2000:]}")
+        if use_time:
+            peak_kb = int(peak_file.read_text().split()[-1])
+        else:
+            peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, peak_kb / 1e3
+
+
+def _plmc_side_by_side(binary, workdir):
+    """plmc and the contacts command on PF00014 and on a synthetic L = 100
+    family, with plmc's protein settings and 100 iterations at most."""
+    import gzip
+    from importlib import resources
+
+    folder = resources.files("sklearn_attn.datasets") / "data" / "PF00014"
+    alignments = {"PF00014": Path(workdir) / "PF00014.fasta"}
+    alignments["PF00014"].write_bytes(
+        gzip.decompress((folder / "PF00014_mgap6.fasta.gz").read_bytes())
+    )
+    codes = markov_family(5000, 100, seed=4)
+    alignments["synthetic_L100"] = Path(workdir) / "synthetic_L100.fasta"
+    alignments["synthetic_L100"].write_text(
+        "".join(
+            f">s{k}\n{''.join(_LETTERS[c] for c in row)}\n"
+            for k, row in enumerate(codes)
+        )
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    results = []
+    for name, path in alignments.items():
+        scores = Path(workdir) / f"{name}.ec"
+        plmc = [binary, "-le", "16", "-lh", "0.01", "-m", "100", "-t", "0.2"]
+        plmc += ["-n", "2", "-c", str(scores), str(path)]
+        out = Path(workdir) / f"contacts_{name}"
+        ours = [sys.executable, "-m", "sklearn_attn", "contacts", str(path)]
+        ours += ["--max-iter", "100", "--alpha-couplings", "16"]
+        ours += ["--alpha-fields", "0.01", "--identity", "0.8"]
+        ours += ["--output-dir", str(out), "--quiet"]
+        for tool, command in (("plmc", plmc), ("sklearn_attn contacts", ours)):
+            load = os.getloadavg()
+            seconds, peak = _timed(command, env=env, cwd=workdir)
+            row = {
+                "alignment": name,
+                "tool": tool,
+                "command": " ".join(command),
+                "wall_seconds": seconds,
+                "peak_memory_mb": peak,
+                "load_before": load,
+            }
+            if tool != "plmc":
+                summary = json.loads((out / "summary.json").read_text())
+                row.update(
+                    iterations=summary["iterations"],
+                    objective=summary["objective"],
+                    timings_s=summary["timings_s"],
+                )
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    return results
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small, fast run")
@@ -282,8 +467,18 @@ def main(argv=None):
         default=str(ROOT / "benchmarks" / "results" / "potts_full_fit.json"),
     )
     parser.add_argument("--compare", help="a previous run's JSON, for the objective")
+    parser.add_argument(
+        "--baseline",
+        help="a previous sklearn_attn/potts/_model.py, timed in turn with this one",
+    )
+    parser.add_argument("--plmc", help="a plmc binary: time it beside the command")
+    parser.add_argument(
+        "--plmc-only", action="store_true", help="with --plmc, only that comparison"
+    )
     args = parser.parse_args(argv)
     sizes = [(40, 1000)] if args.quick else [(100, 5000), (202, 7500)]
+    if args.plmc_only:
+        sizes = []
     report = {
         "machine": machine_info(),
         "settings": {
@@ -304,6 +499,10 @@ def main(argv=None):
         weights = np.random.default_rng(2).uniform(0.2, 1.0, n)
         run = {"n_sites": n_sites, "n_sequences": n, "load_before": os.getloadavg()}
         run["evaluation_s"] = _evaluation_parts(codes, weights, args.repeats)
+        if args.baseline:
+            run["baseline"] = _baseline_comparison(
+                codes, weights, _load_baseline(args.baseline), args.repeats
+            )
         run["fit"] = _fit(codes, weights, args.max_iter)
         run["fit"]["ratio_evaluation_to_reference"] = (
             run["fit"]["seconds_per_evaluation"]
@@ -318,6 +517,9 @@ def main(argv=None):
         report["runs"].append(run)
         print(json.dumps(run, indent=1), file=sys.stderr)
     report["peak_memory_mb"] = peak_memory_bytes() / 1e6
+    if args.plmc:
+        with tempfile.TemporaryDirectory() as workdir:
+            report["plmc_side_by_side"] = _plmc_side_by_side(args.plmc, workdir)
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")

@@ -79,7 +79,9 @@ class OneHotRows:
     each block is built from the codes when needed instead, for a small
     fraction of the cost of the two products that use it. In ``float32`` the
     products run at about twice the double-precision rate, while every sum
-    across blocks (the objective, the gradient) accumulates in ``float64``.
+    across blocks (the objective, the gradient) accumulates in ``float64``,
+    except the full model's coupling gradient (see
+    :func:`data_term_and_products_gradient`).
 
     Parameters
     ----------
@@ -635,9 +637,10 @@ def objective(
     ``rows`` is the weighted alignment as :class:`OneHotRows`. With ``scale``
     the parameters are ``theta / scale`` (the gradient is still with respect to
     the parameters). A symmetric parametrization (the full model) builds
-    ``J_mat`` directly in the products' precision and adds its penalty on the
-    parameters, dividing by ``scale`` piece by piece; the others go through
-    ``J_mat`` in double precision.
+    ``J_mat`` directly in the products' precision, sums its coupling gradient
+    in that precision (:func:`data_term_and_products_gradient`) and adds its
+    penalty on the parameters, dividing by ``scale`` piece by piece; the
+    others go through ``J_mat`` in double precision.
     """
     if parametrization.symmetric:
         couplings_mat, fields = parametrization.couplings(
