@@ -254,10 +254,9 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     ``symmetric=True``, up to rounding, computed for speed: blocks of at
     least 2,048 rows, buffers reused across blocks, and the coupling gradient
     summed across blocks in the products' precision rather than in float64,
-    so that no float64 pass over an ``(L q)^2`` array is made. Its rounding
-    error is then that of one float32 product over all the rows, which the
-    products of each block already have. The value and the fields' gradient
-    still accumulate in float64.
+    so that no float64 pass over an ``(L q)^2`` array is made: its rounding
+    is that of a single float32 product over all the rows. The value and the
+    fields' gradient still accumulate in float64.
 
     Parameters
     ----------
