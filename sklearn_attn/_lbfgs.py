@@ -122,7 +122,7 @@ def minimize_lbfgs(
     n_fev = 1
     status, message = 1, f"max_iter={max_iter} iterations reached"
     n_iter = 0
-    if np.abs(grad).max(initial=0.0) <= gtol:
+    if _largest_magnitude(grad) <= gtol:
         status, message = 0, "gradient below gtol at the start"
         max_iter = 0
     while n_iter < max_iter:
@@ -176,10 +176,9 @@ def minimize_lbfgs(
             break
         # s and y go straight into the slot of the oldest pair.
         slot = (newest + 1) % history
-        s, y = s_hist[slot], y_hist[slot]
-        np.subtract(x_new, x, out=s)
-        np.subtract(grad_new, grad, out=y)
-        curvature, s_norm2, y_norm2 = _step_products(x_new, x, grad_new, grad)
+        curvature, s_norm2, y_norm2 = _store_step(
+            x_new, x, grad_new, grad, s_hist[slot], y_hist[slot]
+        )
         if curvature > 1e-10 * np.sqrt(s_norm2 * y_norm2):
             newest = slot
             rho[slot] = 1.0 / curvature
@@ -195,7 +194,7 @@ def minimize_lbfgs(
         if small_decreases >= 2:
             status, message = 0, "relative decrease below ftol twice in a row"
             break
-        if np.abs(grad).max() <= gtol:
+        if _largest_magnitude(grad) <= gtol:
             status, message = 0, "gradient below gtol"
             break
         if n_fev >= max_fun and n_iter < max_iter:
@@ -234,16 +233,30 @@ def _sufficient_decrease(value_new, value, predicted):
     )
 
 
-def _step_products(x_new, x, grad_new, grad):
-    """``s . y``, ``s . s`` and ``y . y`` in float64, chunk by chunk."""
+def _largest_magnitude(v):
+    """``max |v_i|`` (0 for an empty vector) without a temporary of ``v``'s size."""
+    if v.size == 0:
+        return 0.0
+    return max(float(v.max()), -float(v.min()))
+
+
+def _store_step(x_new, x, grad_new, grad, s_out, y_out):
+    """``s = x_new - x`` and ``y = grad_new - grad`` into ``s_out`` and ``y_out``
+    (in their dtype), and ``s . y``, ``s . s``, ``y . y`` of the float64
+    differences, in one pass over the four vectors, chunk by chunk."""
     sy = ss = yy = 0.0
+    s = np.empty(min(_CHUNK, x.size))
+    y = np.empty_like(s)
     for start in range(0, x.size, _CHUNK):
         part = slice(start, start + _CHUNK)
-        s = x_new[part] - x[part]
-        y = grad_new[part] - grad[part]
-        sy += _dot(s, y)
-        ss += _dot(s, s)
-        yy += _dot(y, y)
+        size = x[part].size
+        s_part = np.subtract(x_new[part], x[part], out=s[:size])
+        y_part = np.subtract(grad_new[part], grad[part], out=y[:size])
+        s_out[part] = s_part
+        y_out[part] = y_part
+        sy += _dot(s_part, y_part)
+        ss += _dot(s_part, s_part)
+        yy += _dot(y_part, y_part)
     return sy, ss, yy
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "log_conditionals",
     "OneHotRows",
     "data_term_and_gradient",
+    "data_term_and_products_gradient",
     "FullCouplings",
     "FactoredAttention",
     "mean_field_couplings",
@@ -78,7 +79,9 @@ class OneHotRows:
     each block is built from the codes when needed instead, for a small
     fraction of the cost of the two products that use it. In ``float32`` the
     products run at about twice the double-precision rate, while every sum
-    across blocks (the objective, the gradient) accumulates in ``float64``.
+    across blocks (the objective, the gradient) accumulates in ``float64``,
+    except the full model's coupling gradient (see
+    :func:`data_term_and_products_gradient`).
 
     Parameters
     ----------
@@ -112,20 +115,38 @@ class OneHotRows:
     def n_rows(self):
         return self.codes.shape[0]
 
-    def blocks(self):
+    def blocks(self, block_rows=None, *, reuse=False):
         """``(onehot, weights, positions)`` of each block of rows, in order.
 
         ``positions[s, i]`` is the column of ``onehot`` that is one for site ``i``
-        of sequence ``s``.
+        of sequence ``s``. ``block_rows`` overrides :attr:`block_rows`. With
+        ``reuse``, every block is written into the same buffer (only the ones
+        of the block before are cleared), so a block is valid until the next
+        one is made: a loop that uses each block once then neither allocates
+        nor zeroes a block's memory again.
         """
         xp = self.xp
         n_sites = self.codes.shape[1]
         offsets = self.n_states * xp.arange(n_sites)
-        for start in range(0, self.n_rows, self.block_rows):
-            rows = slice(start, start + self.block_rows)
+        step = self.block_rows if block_rows is None else max(int(block_rows), 1)
+        buffer = previous = None
+        for start in range(0, self.n_rows, step):
+            rows = slice(start, start + step)
             positions = self.codes[rows] + offsets
-            onehot = xp.zeros((positions.shape[0], n_sites * self.n_states), self.dtype)
+            if not reuse:
+                onehot = xp.zeros(
+                    (positions.shape[0], n_sites * self.n_states), self.dtype
+                )
+            elif buffer is None:
+                buffer = xp.zeros(
+                    (positions.shape[0], n_sites * self.n_states), self.dtype
+                )
+                onehot = buffer
+            else:
+                xp.put_along_axis(buffer[: previous.shape[0]], previous, 0.0, axis=1)
+                onehot = buffer[: positions.shape[0]]
             xp.put_along_axis(onehot, positions, 1.0, axis=1)
+            previous = positions
             yield onehot, self.weights[rows], positions
 
 
@@ -134,6 +155,45 @@ class OneHotRows:
 # normaliser falls towards float32's underflow) sends the block to an exact
 # per-sequence shift instead.
 _SMALLEST_NORMALISER = 1e-30
+
+
+def _block_residual(onehot, weights, positions, logits, couplings_t, fields_row, xp):
+    """One block's data term; leaves ``w_s (p - x)`` in ``logits``.
+
+    ``logits`` is a buffer of the block's shape, overwritten with
+    ``onehot @ couplings_t + fields_row``, then with the exponentials, and
+    last with the derivative of the block's value with respect to the logits,
+    ``w_s (p - x)``. Returns the block's ``-sum_s w_s sum_i log p(s_i | s_-i)``.
+    """
+    n_sites = positions.shape[1]
+    xp.matmul(onehot, couplings_t, out=logits)
+    logits += fields_row
+    z = logits.reshape(logits.shape[0], n_sites, -1)
+    # log p(s_i | s_-i) is the observed state's logit less the site's log
+    # normaliser: no log-probability of the other states is needed.
+    observed = xp.take_along_axis(logits, positions, axis=1)
+    observed = observed.sum(axis=1, dtype=np.float64)
+    # Reductions over the rows are fast; over the q states of a site, slow.
+    top = logits.max(axis=0).reshape(n_sites, -1).max(axis=1)
+    top = xp.broadcast_to(top[None, :, None], (z.shape[0], n_sites, 1))
+    z -= top
+    xp.exp(z, out=z)  # the logits' buffer now holds the exponentials
+    total = z.sum(axis=2, keepdims=True)
+    if float(total.min()) < _SMALLEST_NORMALISER:
+        # Rare: recompute the block's logits, shifted sequence by sequence.
+        xp.matmul(onehot, couplings_t, out=logits)
+        logits += fields_row
+        top = z.max(axis=2, keepdims=True)
+        z -= top
+        xp.exp(z, out=z)
+        total = z.sum(axis=2, keepdims=True)
+    log_norm = (xp.log(total) + top).sum(axis=(1, 2), dtype=np.float64)
+    value = -float(weights @ (observed - log_norm))
+    # d value / d logits = w_s (p - x), in the same buffer.
+    z /= total
+    logits -= onehot
+    logits *= weights.astype(logits.dtype)[:, None]
+    return value
 
 
 def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=False):
@@ -166,33 +226,10 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
     grad_couplings = xp.zeros((width, width))
     half = width // 2
     for onehot, weights, positions in rows.blocks():
-        logits = onehot @ couplings_t
-        logits += fields_row
-        z = logits.reshape(-1, n_sites, n_states)
-        # log p(s_i | s_-i) is the observed state's logit less the site's log
-        # normaliser: no log-probability of the other states is needed.
-        observed = xp.take_along_axis(logits, positions, axis=1)
-        observed = observed.sum(axis=1, dtype=np.float64)
-        # Reductions over the rows are fast; over the q states of a site, slow.
-        top = logits.max(axis=0).reshape(n_sites, n_states).max(axis=1)
-        top = xp.broadcast_to(top[None, :, None], (z.shape[0], n_sites, 1))
-        z -= top
-        xp.exp(z, out=z)  # the logits' buffer now holds the exponentials
-        total = z.sum(axis=2, keepdims=True)
-        if float(total.min()) < _SMALLEST_NORMALISER:
-            # Rare: recompute the block's logits, shifted sequence by sequence.
-            xp.matmul(onehot, couplings_t, out=logits)
-            logits += fields_row
-            top = z.max(axis=2, keepdims=True)
-            z -= top
-            xp.exp(z, out=z)
-            total = z.sum(axis=2, keepdims=True)
-        log_norm = (xp.log(total) + top).sum(axis=(1, 2), dtype=np.float64)
-        value -= float(weights @ (observed - log_norm))
-        # d value / d logits = w_s (p - x), in the same buffer.
-        z /= total
-        logits -= onehot
-        logits *= weights.astype(rows.dtype)[:, None]
+        logits = xp.empty(onehot.shape, dtype=rows.dtype)
+        value += _block_residual(
+            onehot, weights, positions, logits, couplings_t, fields_row, xp
+        )
         # In two column panels: the float32 product before its float64 sum is
         # then half the size of J.
         grad_couplings[:, :half] += logits.T @ onehot[:, :half]
@@ -200,6 +237,66 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
     # Every site of a sequence has exactly one state, so summing the gradient's
     # columns of any one site gives the fields' gradient, sum_s w_s (p - x).
     grad_fields = grad_couplings[:, :n_states].sum(axis=1)
+    return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
+
+
+# The gradient's product ``D^T X`` of a block writes all (L q)^2 entries
+# whatever the block's rows, and the logits' product reads all of ``J_mat``:
+# blocks of at least this many rows keep that memory traffic small beside the
+# products' 2 rows (L q)^2 flops.
+_PRODUCT_ROWS = 2048
+
+
+def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
+    """The data term of a symmetric ``J_mat``, with its gradient in ``rows.dtype``.
+
+    The same value and gradient as :func:`data_term_and_gradient` with
+    ``symmetric=True``, up to rounding, computed for speed: blocks of at
+    least 2,048 rows, buffers reused across blocks, and the coupling gradient
+    summed across blocks in the products' precision rather than in float64,
+    so that no float64 pass over an ``(L q)^2`` array is made: its rounding
+    is that of a single float32 product over all the rows. The value and the
+    fields' gradient still accumulate in float64.
+
+    Parameters
+    ----------
+    rows : OneHotRows
+    couplings_mat : array of shape (L * q, L * q) in ``rows.dtype``
+        Symmetric, zero diagonal blocks; used as it is.
+    fields : array of shape (L, q)
+
+    Returns
+    -------
+    value : float
+        ``-sum_s w_s sum_i log p(s_i | s_-i)``.
+    grad_couplings : array of shape (L * q, L * q), in ``rows.dtype``
+        ``sum_s w_s (p_s - x_s) x_s^T``, whose blocks ``(i, j)`` and
+        transposed ``(j, i)`` together make the gradient of a coupling
+        ``J_ij`` (diagonal blocks included; they are ignored).
+    grad_fields : array of shape (L, q), float64
+    """
+    n_sites, n_states = fields.shape
+    width = n_sites * n_states
+    couplings = xp.ascontiguousarray(couplings_mat, dtype=rows.dtype)
+    fields_row = fields.reshape(1, width).astype(rows.dtype)
+    step = max(rows.block_rows, _PRODUCT_ROWS)
+    value = 0.0
+    grad_fields = xp.zeros(width)
+    grad_couplings = scratch = logits = None
+    for onehot, weights, positions in rows.blocks(step, reuse=True):
+        if logits is None:
+            logits = xp.empty((onehot.shape[0], width), dtype=rows.dtype)
+        residual = logits[: onehot.shape[0]]
+        value += _block_residual(
+            onehot, weights, positions, residual, couplings, fields_row, xp
+        )
+        grad_fields += residual.sum(axis=0, dtype=np.float64)
+        if grad_couplings is None:
+            grad_couplings = xp.matmul(residual.T, onehot)
+            continue
+        if scratch is None:
+            scratch = xp.empty_like(grad_couplings)
+        grad_couplings += xp.matmul(residual.T, onehot, out=scratch)
     return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
 
 
@@ -300,12 +397,14 @@ class FullCouplings:
         out = xp.empty(self.n_params)
         out[: L * q] = grad_fields.ravel()
         blocks = out[L * q :].reshape(-1, q, q)
-        # Each stored block appears twice in J_mat: as J_ij and as J_ji^T.
+        # Each stored block appears twice in J_mat: as J_ij and as J_ji^T
+        # (added in float64 when the products' gradient is float32).
         for i, pairs in self._rows_of_pairs():
             xp.add(
                 g[i, :, i + 1 :, :].transpose(1, 0, 2),
                 g[i + 1 :, :, i, :].transpose(0, 2, 1),
                 out=blocks[pairs],
+                dtype=np.float64,
             )
         return out
 
@@ -320,13 +419,17 @@ class FullCouplings:
         """
         n_fields = self.n_sites * self.n_states
         value = 0.0
-        for start in range(0, theta.size, _PENALTY_CHUNK):
-            part = slice(start, min(start + _PENALTY_CHUNK, theta.size))
-            params = theta[part] if scale is None else theta[part] / scale[part]
-            alpha = xp.full(params.size, alpha_couplings, dtype=np.float64)
-            alpha[: max(n_fields - start, 0)] = alpha_fields
-            value += float(alpha @ (params * params))
-            grad[part] += 2.0 * alpha * params
+        for first, stop, alpha in (
+            (0, n_fields, alpha_fields),
+            (n_fields, theta.size, alpha_couplings),
+        ):
+            for start in range(first, stop, _PENALTY_CHUNK):
+                part = slice(start, min(start + _PENALTY_CHUNK, stop))
+                params = theta[part] if scale is None else theta[part] / scale[part]
+                # einsum, not a BLAS dot: a level-1 BLAS call wakes every
+                # thread of the pool, which costs more than the arithmetic.
+                value += alpha * float(xp.einsum("i,i", params, params))
+                grad[part] += (2.0 * alpha) * params
         return value
 
     def initial(self, random_state, frequencies, weight_sum):
@@ -533,16 +636,17 @@ def objective(
     ``rows`` is the weighted alignment as :class:`OneHotRows`. With ``scale``
     the parameters are ``theta / scale`` (the gradient is still with respect to
     the parameters). A symmetric parametrization (the full model) builds
-    ``J_mat`` directly in the products' precision and adds its penalty on the
-    parameters, dividing by ``scale`` piece by piece; the others go through
-    ``J_mat`` in double precision.
+    ``J_mat`` directly in the products' precision, sums its coupling gradient
+    in that precision (:func:`data_term_and_products_gradient`) and adds its
+    penalty on the parameters, dividing by ``scale`` piece by piece; the
+    others go through ``J_mat`` in double precision.
     """
     if parametrization.symmetric:
         couplings_mat, fields = parametrization.couplings(
             theta, xp, dtype=rows.dtype, scale=scale
         )
-        value, grad_couplings, grad_fields = data_term_and_gradient(
-            rows, couplings_mat, fields, xp, symmetric=True
+        value, grad_couplings, grad_fields = data_term_and_products_gradient(
+            rows, couplings_mat, fields, xp
         )
         del couplings_mat
         grad = parametrization.pull_back(theta, grad_couplings, grad_fields, xp)
