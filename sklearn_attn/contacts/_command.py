@@ -76,7 +76,7 @@ def add_parser(subparsers):
     >>> parser = add_parser(program.add_subparsers(dest="command"))
     >>> args = program.parse_args(["contacts", "family.a2m", "--model", "factored"])
     >>> args.alignment, args.model, args.heads
-    ('family.a2m', 'factored', 32)
+    (['family.a2m'], 'factored', 32)
     """
     parser = subparsers.add_parser(
         "contacts",
