@@ -79,9 +79,7 @@ class OneHotRows:
     each block is built from the codes when needed instead, for a small
     fraction of the cost of the two products that use it. In ``float32`` the
     products run at about twice the double-precision rate, while every sum
-    across blocks (the objective, the gradient) accumulates in ``float64``,
-    except the full model's coupling gradient (see
-    :func:`data_term_and_products_gradient`).
+    across blocks (the objective, the gradient) accumulates in ``float64``.
 
     Parameters
     ----------
@@ -248,15 +246,15 @@ _PRODUCT_ROWS = 2048
 
 
 def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
-    """The data term of a symmetric ``J_mat``, with its gradient in ``rows.dtype``.
+    """The data term of a symmetric ``J_mat`` and its gradient, in large blocks.
 
     The same value and gradient as :func:`data_term_and_gradient` with
     ``symmetric=True``, up to rounding, computed for speed: blocks of at
-    least 2,048 rows, buffers reused across blocks, and the coupling gradient
-    summed across blocks in the products' precision rather than in float64,
-    so that no float64 pass over an ``(L q)^2`` array is made: its rounding
-    is that of a single float32 product over all the rows. The value and the
-    fields' gradient still accumulate in float64.
+    least 2,048 rows and buffers reused across blocks, so that the float64
+    sum of the blocks' coupling gradients makes few passes over an
+    ``(L q)^2`` array. Each block's product is in ``rows.dtype``; the value
+    and the sum over blocks accumulate in float64, so
+    the rounding does not grow with the number of blocks.
 
     Parameters
     ----------
@@ -269,7 +267,8 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     -------
     value : float
         ``-sum_s w_s sum_i log p(s_i | s_-i)``.
-    grad_couplings : array of shape (L * q, L * q), in ``rows.dtype``
+    grad_couplings : array of shape (L * q, L * q)
+        In ``rows.dtype`` for a single block, else float64:
         ``sum_s w_s (p_s - x_s) x_s^T``, whose blocks ``(i, j)`` and
         transposed ``(j, i)`` together make the gradient of a coupling
         ``J_ij`` (diagonal blocks included; they are ignored).
@@ -281,7 +280,6 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     fields_row = fields.reshape(1, width).astype(rows.dtype)
     step = max(rows.block_rows, _PRODUCT_ROWS)
     value = 0.0
-    grad_fields = xp.zeros(width)
     grad_couplings = scratch = logits = None
     for onehot, weights, positions in rows.blocks(step, reuse=True):
         if logits is None:
@@ -290,13 +288,16 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
         value += _block_residual(
             onehot, weights, positions, residual, couplings, fields_row, xp
         )
-        grad_fields += residual.sum(axis=0, dtype=np.float64)
         if grad_couplings is None:
             grad_couplings = xp.matmul(residual.T, onehot)
             continue
         if scratch is None:
-            scratch = xp.empty_like(grad_couplings)
+            scratch = grad_couplings
+            grad_couplings = scratch.astype(np.float64)
         grad_couplings += xp.matmul(residual.T, onehot, out=scratch)
+    # As in data_term_and_gradient: the fields' gradient is the sum of the
+    # coupling gradient's columns of any one site, in float64.
+    grad_fields = grad_couplings[:, :n_states].sum(axis=1, dtype=np.float64)
     return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
 
 
@@ -636,8 +637,8 @@ def objective(
     ``rows`` is the weighted alignment as :class:`OneHotRows`. With ``scale``
     the parameters are ``theta / scale`` (the gradient is still with respect to
     the parameters). A symmetric parametrization (the full model) builds
-    ``J_mat`` directly in the products' precision, sums its coupling gradient
-    in that precision (:func:`data_term_and_products_gradient`) and adds its
+    ``J_mat`` directly in the products' precision, takes its data term in
+    large blocks (:func:`data_term_and_products_gradient`) and adds its
     penalty on the parameters, dividing by ``scale`` piece by piece; the
     others go through ``J_mat`` in double precision.
     """

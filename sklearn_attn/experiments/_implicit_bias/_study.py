@@ -74,7 +74,7 @@ def run_implicit_bias(
 
     For every seed a separable instance is drawn per structure (diagonal and
     full weights); both parametrizations are trained on all seeds at once
-    (one vectorised loop per structure and parametrization) and measured at
+    (one vectorised loop per structure and parametrization) and compared at
     log-spaced checkpoints against the nuclear-norm (l1) and Frobenius-norm
     (l2) max-margin solutions of the tokens each run selects. The theorem
     study (``config["theorem"]``) does the same for full matrices on
