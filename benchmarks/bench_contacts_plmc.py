@@ -9,7 +9,8 @@ L = 100, 200 and 400 sites (n = 5,000 sequences, q = 21, couplings on a random
 regular graph of degree 3; their contacts are the coupled pairs). The precision
 of both at L and 2L is measured against the same contact map by
 :func:`sklearn_attn.contacts.contact_precision`, plmc's from its coupling-scores
-file (its APC-corrected scores).
+file (its APC-corrected scores). With ``--gaps-ignore`` both leave gapped sites
+out of the model (plmc's ``-g``, our ``--gaps ignore``).
 
 plmc is built from its public source (https://github.com/debbiemarkslab/plmc,
 ``make all-openmp``); give its binary with ``--plmc PATH``. Results in
@@ -19,6 +20,8 @@ Usage::
 
     python benchmarks/bench_contacts_plmc.py --plmc /tmp/plmc/bin/plmc
     python benchmarks/bench_contacts_plmc.py --plmc ... --sizes 100 --quick
+    python benchmarks/bench_contacts_plmc.py --plmc ... --sizes --gaps-ignore \
+        --output benchmarks/results/contacts_plmc_gaps.json
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ def _pf00014(folder):
     return alignment, distances
 
 
-def compare(plmc, name, alignment, distances, folder, max_iter):
+def compare(plmc, name, alignment, distances, folder, max_iter, gaps_ignore=False):
     ec = folder / f"{name}.plmc.ec"
     ours_dir = folder / f"{name}.ours"
     plmc_run = _timed(
@@ -140,6 +143,7 @@ def compare(plmc, name, alignment, distances, folder, max_iter):
             str(max_iter),
             "-n",
             str(os.cpu_count()),
+            *(["-g"] if gaps_ignore else []),
             "-c",
             str(ec),
             str(alignment),
@@ -161,6 +165,8 @@ def compare(plmc, name, alignment, distances, folder, max_iter):
             "0.8",
             "--max-iter",
             str(max_iter),
+            "--gaps",
+            "ignore" if gaps_ignore else "state",
             "-q",
             "-o",
             str(ours_dir),
@@ -197,25 +203,52 @@ def main(argv=None):
     parser.add_argument("--sizes", type=int, nargs="*", default=[100, 200, 400])
     parser.add_argument("--n-sequences", type=int, default=5000)
     parser.add_argument("--max-iter", type=int, default=100)
+    parser.add_argument(
+        "--no-pf00014", action="store_true", help="the planted families only"
+    )
+    parser.add_argument(
+        "--gaps-ignore",
+        action="store_true",
+        help="gapped sites as missing data (plmc -g, ours --gaps ignore)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=RESULTS,
+        help="where the results go (default: results/contacts_plmc.json)",
+    )
     parser.add_argument("--quick", action="store_true", help="10 iterations, no file")
     args = parser.parse_args(argv)
     max_iter = 10 if args.quick else args.max_iter
-    record = {"machine": machine_info(), "max_iter": max_iter, "families": []}
+    record = {
+        "machine": machine_info(),
+        "max_iter": max_iter,
+        "gaps": "ignore" if args.gaps_ignore else "state",
+        "families": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        families = [("PF00014", *_pf00014(folder))]
+        families = [] if args.no_pf00014 else [("PF00014", *_pf00014(folder))]
         for n_sites in args.sizes:
             families.append(
                 (f"planted_L{n_sites}", *_planted(folder, n_sites, args.n_sequences))
             )
         for name, alignment, distances in families:
-            row = compare(args.plmc, name, alignment, distances, folder, max_iter)
+            row = compare(
+                args.plmc,
+                name,
+                alignment,
+                distances,
+                folder,
+                max_iter,
+                gaps_ignore=args.gaps_ignore,
+            )
             record["families"].append(row)
             print(json.dumps({k: v for k, v in row.items()}, indent=1), flush=True)
     record["machine"]["load_average_after"] = machine_info()["load_average_1_5_15"]
     if not args.quick:
-        RESULTS.write_text(json.dumps(record, indent=2) + "\n")
-        print(f"wrote {RESULTS}")
+        args.output.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

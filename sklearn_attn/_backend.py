@@ -21,6 +21,7 @@ import contextlib
 import functools
 import os
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,8 @@ import scipy.linalg
 __all__ = [
     "Device",
     "available_memory_bytes",
+    "peak_rss_bytes",
+    "current_rss_bytes",
     "resolve_device",
     "to_device",
     "to_host",
@@ -560,3 +563,34 @@ def available_memory_bytes():
     except (OSError, ValueError):
         pass
     return None
+
+
+def peak_rss_bytes():
+    """Peak resident memory of this process so far, or None where unknown.
+
+    On Linux, the kernel's high-water mark of this program (``VmHWM``):
+    ``ru_maxrss`` would also count the parent's memory copied by the fork
+    before this interpreter started.
+    """
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def current_rss_bytes():
+    """Resident memory now (Linux), else the peak so far."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return peak_rss_bytes()

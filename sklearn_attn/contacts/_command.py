@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._backend import available_memory_bytes
+from .._backend import available_memory_bytes, current_rss_bytes, peak_rss_bytes
 from .._console import (
     Progress,
     add_scheduler_option,
@@ -114,6 +114,15 @@ def add_parser(subparsers):
         default="drop",
         help="sequences with letters outside the alphabet (X, B, Z, ...) are "
         "dropped, as plmc does, or such letters are read as gaps (default: drop)",
+    )
+    parser.add_argument(
+        "--gaps",
+        choices=["state", "ignore"],
+        default="state",
+        help="'state': the gap is a 21st letter, as plmc fits it by default; "
+        "'ignore': gapped sites are missing data, left out of the conditionals "
+        "and the couplings (plmc's -g; the couplings then have no gap state; "
+        "default: state)",
     )
     parser.add_argument(
         "--focus",
@@ -393,7 +402,7 @@ def predict_contacts(args):
     if not isinstance(args.alignment, str):
         (args,) = _families(args)
     # The interpreter with the package loaded is the baseline of the memory.
-    baseline_rss = _current_rss_bytes()
+    baseline_rss = current_rss_bytes()
     prefix = "[contacts] " if args.family is None else f"[contacts {args.family}] "
     progress = Progress(False if args.quiet else None, prefix=prefix)
     timings = {}
@@ -413,7 +422,7 @@ def predict_contacts(args):
         precision = _score(scores, known, args, progress)
     files, figure_note = _write(args, alignment, model, raw, scores, known)
     timings["write_s"] = progress.elapsed() - sum(timings.values())
-    peak = _peak_rss_bytes()
+    peak = peak_rss_bytes()
     summary = _summary(
         args,
         alignment,
@@ -457,12 +466,18 @@ def _read(args, progress):
     return alignment
 
 
+def _model_states(alignment, args):
+    """Number of states of the model: the gap leaves them with ``--gaps ignore``."""
+    return alignment.n_states - (args.gaps == "ignore")
+
+
 def _check_memory(alignment, args, progress):
     """The estimated peak of the fit, in bytes; stops at once above the limit."""
+    n_states = _model_states(alignment, args)
     estimate = estimate_fit_memory(
         alignment.n_sequences,
         alignment.n_sites,
-        alignment.n_states,
+        n_states,
         args.model,
         args.heads,
     )
@@ -475,7 +490,7 @@ def _check_memory(alignment, args, progress):
             factored = estimate_fit_memory(
                 alignment.n_sequences,
                 alignment.n_sites,
-                alignment.n_states,
+                n_states,
                 "factored",
                 args.heads,
             )
@@ -484,7 +499,7 @@ def _check_memory(alignment, args, progress):
             options = "fewer heads (--heads)"
         raise MemoryError(
             f"the {args.model} model of {alignment.n_sites} sites x "
-            f"{alignment.n_states} states ({alignment.n_sequences} sequences) needs "
+            f"{n_states} states ({alignment.n_sequences} sequences) needs "
             f"about {format_bytes(estimate)} of memory, more than "
             f"{format_bytes(limit)} ({source}); nothing was fitted. Options: "
             f"{options}, fewer sites (--focus, or a filtered alignment), a GPU "
@@ -528,6 +543,8 @@ def _fit(alignment, weights, args, progress):
         args.model,
         n_heads=args.heads,
         states=range(alignment.n_states),
+        # The alphabet's first letter is the gap.
+        missing_state=0 if args.gaps == "ignore" else None,
         alpha_fields=args.alpha_fields,
         alpha_couplings=args.alpha_couplings,
         max_iter=_max_iter(args),
@@ -539,7 +556,7 @@ def _fit(alignment, weights, args, progress):
     progress(
         f"fitting the {args.model} model (max_iter={model.max_iter}, "
         f"alpha_couplings={args.alpha_couplings}, alpha_fields="
-        f"{args.alpha_fields}, identity={args.identity})"
+        f"{args.alpha_fields}, identity={args.identity}, gaps={args.gaps})"
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -586,7 +603,7 @@ def _write(args, alignment, model, raw, scores, known):
         path["couplings.npz"],
         model.couplings_,
         model.fields_,
-        states=np.array(list(alignment.states)),
+        states=np.array(list(alignment.states))[model.states_],
         **sites,
         n_eff=model.n_eff_,
         alpha_couplings=model.alpha_couplings_,
@@ -635,7 +652,8 @@ def _summary(
         "focus": alignment.focus,
         "first_position": int(alignment.positions[0]),
         "L": alignment.n_sites,
-        "q": alignment.n_states,
+        "q": int(model.states_.size),
+        "gaps": args.gaps,
         "N_eff": model.n_eff_,
         "identity": args.identity,
         "weights": None if args.weights is None else os.path.abspath(args.weights),
@@ -661,37 +679,3 @@ def _summary(
         "min_separation": args.min_separation,
         "files": files,
     }
-
-
-# -- memory -------------------------------------------------------------------
-
-
-def _peak_rss_bytes():
-    """Peak resident memory of this process so far, or None where unknown.
-
-    On Linux, the kernel's high-water mark of this program (``VmHWM``):
-    ``ru_maxrss`` would also count the parent's memory copied by the fork
-    before this interpreter started.
-    """
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
-
-
-def _current_rss_bytes():
-    """Resident memory now (Linux), else the peak so far."""
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return _peak_rss_bytes()

@@ -29,13 +29,13 @@ from .._backend import (
     to_device,
     to_host,
 )
+from ._mean_field import mean_field_couplings
 from ._memory import estimate_fit_memory, memory_error
 from ._model import (
     FactoredAttention,
     FullCouplings,
     OneHotRows,
     log_conditionals,
-    mean_field_couplings,
     objective,
     one_hot,
     zero_sum_gauge,
@@ -49,17 +49,38 @@ _LBFGS_HISTORY = 5
 _PRODUCT_DTYPE = np.float32
 
 # Attributes that encoding X in fit (re)sets.
-_ENCODING_STATE = ("states_", "_string_input", "n_features_in_", "feature_names_in_")
+_ENCODING_STATE = (
+    "states_",
+    "_string_input",
+    "_input_states_",
+    "_missing_code",
+    "n_features_in_",
+    "feature_names_in_",
+)
 
 
 def _state_frequencies(codes, weights, n_states):
-    """Weighted frequency of each state at each site, shape (L * q,)."""
+    """Weighted frequency of each state at each site, shape (L * q,).
+
+    With missing sites (code ``-1``), the frequencies of a site are those of
+    the sequences that have it, as plmc's ``-g`` counts them (uniform where no
+    sequence has it).
+    """
     n_sites = codes.shape[1]
-    flat = codes + n_states * np.arange(n_sites)
+    present = codes >= 0
+    flat = np.where(present, codes, 0) + n_states * np.arange(n_sites)
     counts = np.bincount(
-        flat.ravel(), weights=np.repeat(weights, n_sites), minlength=n_sites * n_states
+        flat.ravel(),
+        weights=(weights[:, None] * present).ravel(),
+        minlength=n_sites * n_states,
     )
-    return counts / weights.sum()
+    if present.all():
+        return counts / weights.sum()
+    counts = counts.reshape(n_sites, n_states)
+    totals = counts.sum(axis=1, keepdims=True)
+    frequencies = np.full(counts.shape, 1.0 / n_states)
+    np.divide(counts, totals, out=frequencies, where=totals > 0)
+    return frequencies.ravel()
 
 
 class PottsPseudoLikelihood(
@@ -123,6 +144,18 @@ class PottsPseudoLikelihood(
         :meth:`Alignment.read <sklearn_attn.contacts.Alignment.read>`). Text
         takes its states from ``alphabet``, and ``states`` must then be
         ``"auto"``.
+    missing_state : state or None, default=None
+        A state read as missing data rather than as a state (the gap ``"-"``,
+        or its code, as plmc's ``-g``): a site in it has no conditional of
+        its own and adds nothing to the conditionals of the other sites, so
+        each sequence is modelled by the Potts model of the sites it has.
+        It leaves ``states_``, the fields and the couplings (``q - 1``
+        states). For text, a character of the alphabet; for codes, one of
+        ``states`` (with ``states="auto"``, it need not occur in ``X``). The
+        prediction methods read it as missing too: :meth:`predict` and
+        :meth:`predict_proba` then give every site's conditional given the
+        sites present, and :meth:`score_samples` averages over the sites
+        present. ``None``: every state is a state.
     alpha_fields : float, default=0.01
         Penalty ``alpha_h`` on the fields (plmc's ``-lh``).
     alpha_couplings : float, default=None
@@ -268,6 +301,7 @@ class PottsPseudoLikelihood(
         "alphabet": [str],
         "unknown_letters": [StrOptions({"drop", "gap", "error"})],
         "states": [StrOptions({"auto"}), "array-like"],
+        "missing_state": "no_validation",
         "alpha_fields": [Interval(Real, 0, None, closed="left")],
         "alpha_couplings": [Interval(Real, 0, None, closed="left"), None],
         "sequence_identity": [Interval(Real, 0, 1, closed="right"), None],
@@ -291,6 +325,7 @@ class PottsPseudoLikelihood(
         alphabet="protein",
         unknown_letters="drop",
         states="auto",
+        missing_state=None,
         alpha_fields=0.01,
         alpha_couplings=None,
         sequence_identity=None,
@@ -310,6 +345,7 @@ class PottsPseudoLikelihood(
         self.alphabet = alphabet
         self.unknown_letters = unknown_letters
         self.states = states
+        self.missing_state = missing_state
         self.alpha_fields = alpha_fields
         self.alpha_couplings = alpha_couplings
         self.sequence_identity = sequence_identity

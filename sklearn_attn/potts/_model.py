@@ -5,6 +5,11 @@ diagonal blocks) and fields ``h[i, a]``; the conditional of site ``i`` is
 
     p(s_i = a | s_-i) = softmax_a( h[i, a] + sum_{j != i} J[i, a, j, s_j] ).
 
+A site may also be missing (code ``-1``, such as a gap read as missing data,
+plmc's ``-g``): it has no conditional of its own and adds nothing to the
+others', so its row of the one-hot encoding is zero and its terms leave the
+sum; the model is then the Potts model of the sites a sequence has.
+
 With the one-hot encoding ``X`` of shape ``(n, L q)`` and ``J`` stored as the
 ``(L q, L q)`` matrix ``J_mat``, all ``n L`` conditionals are one matrix product,
 ``X @ J_mat.T + h``, and the gradient of the weighted negative
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backend import chunk_bytes, to_host
+from .._backend import chunk_bytes
 
 __all__ = [
     "one_hot",
@@ -34,17 +39,20 @@ __all__ = [
     "data_term_and_products_gradient",
     "FullCouplings",
     "FactoredAttention",
-    "mean_field_couplings",
     "zero_sum_gauge",
 ]
 
 
 def one_hot(codes, n_states, xp=np, dtype=np.float64):
-    """``(n, L)`` integer codes to the ``(n, L * n_states)`` one-hot matrix."""
+    """``(n, L)`` integer codes to the ``(n, L * n_states)`` one-hot matrix.
+
+    A missing site (code ``-1``) has a zero row.
+    """
     n, n_sites = codes.shape
     out = xp.zeros((n, n_sites * n_states), dtype=dtype)
-    flat = codes + n_states * xp.arange(n_sites)[None, :]
-    out[xp.arange(n)[:, None], flat] = 1.0
+    present = codes >= 0
+    flat = xp.where(present, codes, 0) + n_states * xp.arange(n_sites)[None, :]
+    out[xp.arange(n)[:, None], flat] = present
     return out
 
 
@@ -84,6 +92,7 @@ class OneHotRows:
     Parameters
     ----------
     codes : array of shape (n, L), integer codes in ``[0, n_states)``
+        Or ``-1`` for a missing site, whose one-hot row is zero.
     weights : array of shape (n,)
     n_states : int
     dtype : {np.float64, np.float32}, default=np.float64
@@ -108,16 +117,21 @@ class OneHotRows:
             block_rows = max(64, chunk_bytes(xp, 4 * 2**20) // width)
         self.block_rows = int(min(max(block_rows, 1), max(n, 1)))
         self.xp = xp
+        #: Whether some site of some sequence is missing (code ``-1``).
+        self.has_missing = bool((codes < 0).any())
 
     @property
     def n_rows(self):
         return self.codes.shape[0]
 
     def blocks(self, block_rows=None, *, reuse=False):
-        """``(onehot, weights, positions)`` of each block of rows, in order.
+        """``(onehot, weights, positions, present)`` of each block of rows.
 
         ``positions[s, i]`` is the column of ``onehot`` that is one for site ``i``
-        of sequence ``s``. ``block_rows`` overrides :attr:`block_rows`. With
+        of sequence ``s``; ``present`` is None when no site of the alignment is
+        missing, else the block's ``(rows, L)`` mask of the sites present (a
+        missing site's position is its first state's column, which stays
+        zero). ``block_rows`` overrides :attr:`block_rows`. With
         ``reuse``, every block is written into the same buffer (only the ones
         of the block before are cleared), so a block is valid until the next
         one is made: a loop that uses each block once then neither allocates
@@ -130,7 +144,13 @@ class OneHotRows:
         buffer = previous = None
         for start in range(0, self.n_rows, step):
             rows = slice(start, start + step)
-            positions = self.codes[rows] + offsets
+            block = self.codes[rows]
+            positions = block + offsets
+            present, ones = None, 1.0
+            if self.has_missing:
+                present = block >= 0
+                positions = xp.where(present, positions, offsets)
+                ones = present.astype(self.dtype)
             if not reuse:
                 onehot = xp.zeros(
                     (positions.shape[0], n_sites * self.n_states), self.dtype
@@ -143,9 +163,9 @@ class OneHotRows:
             else:
                 xp.put_along_axis(buffer[: previous.shape[0]], previous, 0.0, axis=1)
                 onehot = buffer[: positions.shape[0]]
-            xp.put_along_axis(onehot, positions, 1.0, axis=1)
+            xp.put_along_axis(onehot, positions, ones, axis=1)
             previous = positions
-            yield onehot, self.weights[rows], positions
+            yield onehot, self.weights[rows], positions, present
 
 
 # A site's exponentials are shifted by the largest logit of that site in the
@@ -155,13 +175,16 @@ class OneHotRows:
 _SMALLEST_NORMALISER = 1e-30
 
 
-def _block_residual(onehot, weights, positions, logits, couplings_t, fields_row, xp):
+def _block_residual(
+    onehot, weights, positions, present, logits, couplings_t, fields_row, xp
+):
     """One block's data term; leaves ``w_s (p - x)`` in ``logits``.
 
     ``logits`` is a buffer of the block's shape, overwritten with
     ``onehot @ couplings_t + fields_row``, then with the exponentials, and
     last with the derivative of the block's value with respect to the logits,
-    ``w_s (p - x)``. Returns the block's ``-sum_s w_s sum_i log p(s_i | s_-i)``.
+    ``w_s (p - x)``, zero at the missing sites (``present`` False). Returns
+    the block's ``-sum_s w_s sum_{i present} log p(s_i | s_-i)``.
     """
     n_sites = positions.shape[1]
     xp.matmul(onehot, couplings_t, out=logits)
@@ -170,6 +193,8 @@ def _block_residual(onehot, weights, positions, logits, couplings_t, fields_row,
     # log p(s_i | s_-i) is the observed state's logit less the site's log
     # normaliser: no log-probability of the other states is needed.
     observed = xp.take_along_axis(logits, positions, axis=1)
+    if present is not None:
+        observed *= present
     observed = observed.sum(axis=1, dtype=np.float64)
     # Reductions over the rows are fast; over the q states of a site, slow.
     top = logits.max(axis=0).reshape(n_sites, -1).max(axis=1)
@@ -185,10 +210,15 @@ def _block_residual(onehot, weights, positions, logits, couplings_t, fields_row,
         z -= top
         xp.exp(z, out=z)
         total = z.sum(axis=2, keepdims=True)
-    log_norm = (xp.log(total) + top).sum(axis=(1, 2), dtype=np.float64)
+    site_norms = xp.log(total) + top
+    if present is not None:
+        site_norms = site_norms[:, :, 0] * present
+    log_norm = site_norms.sum(axis=tuple(range(1, site_norms.ndim)), dtype=np.float64)
     value = -float(weights @ (observed - log_norm))
     # d value / d logits = w_s (p - x), in the same buffer.
     z /= total
+    if present is not None:
+        z *= present[:, :, None]  # a missing site has no conditional
     logits -= onehot
     logits *= weights.astype(logits.dtype)[:, None]
     return value
@@ -222,20 +252,30 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
     fields_row = fields.reshape(1, width).astype(rows.dtype)
     value = 0.0
     grad_couplings = xp.zeros((width, width))
+    grad_fields = xp.zeros(width) if rows.has_missing else None
     half = width // 2
-    for onehot, weights, positions in rows.blocks():
+    for onehot, weights, positions, present in rows.blocks():
         logits = xp.empty(onehot.shape, dtype=rows.dtype)
         value += _block_residual(
-            onehot, weights, positions, logits, couplings_t, fields_row, xp
+            onehot, weights, positions, present, logits, couplings_t, fields_row, xp
         )
         # In two column panels: the float32 product before its float64 sum is
         # then half the size of J.
         grad_couplings[:, :half] += logits.T @ onehot[:, :half]
         grad_couplings[:, half:] += logits.T @ onehot[:, half:]
-    # Every site of a sequence has exactly one state, so summing the gradient's
-    # columns of any one site gives the fields' gradient, sum_s w_s (p - x).
-    grad_fields = grad_couplings[:, :n_states].sum(axis=1)
+        if grad_fields is not None:
+            grad_fields += logits.sum(axis=0, dtype=np.float64)
+    if grad_fields is None:
+        grad_fields = _fields_gradient(grad_couplings, n_states)
     return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
+
+
+def _fields_gradient(grad_couplings, n_states):
+    """The fields' gradient ``sum_s w_s (p - x)`` of an alignment with no
+    missing site, read off the coupling gradient in float64: every site of a
+    sequence then has exactly one state, so the gradient's columns of any one
+    site sum to it."""
+    return grad_couplings[:, :n_states].sum(axis=1, dtype=np.float64)
 
 
 # The gradient's product ``D^T X`` of a block writes all (L q)^2 entries
@@ -281,13 +321,16 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     step = max(rows.block_rows, _PRODUCT_ROWS)
     value = 0.0
     grad_couplings = scratch = logits = None
-    for onehot, weights, positions in rows.blocks(step, reuse=True):
+    grad_fields = xp.zeros(width) if rows.has_missing else None
+    for onehot, weights, positions, present in rows.blocks(step, reuse=True):
         if logits is None:
             logits = xp.empty((onehot.shape[0], width), dtype=rows.dtype)
         residual = logits[: onehot.shape[0]]
         value += _block_residual(
-            onehot, weights, positions, residual, couplings, fields_row, xp
+            onehot, weights, positions, present, residual, couplings, fields_row, xp
         )
+        if grad_fields is not None:
+            grad_fields += residual.sum(axis=0, dtype=np.float64)
         if grad_couplings is None:
             grad_couplings = xp.matmul(residual.T, onehot)
             continue
@@ -295,9 +338,8 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
             scratch = grad_couplings
             grad_couplings = scratch.astype(np.float64)
         grad_couplings += xp.matmul(residual.T, onehot, out=scratch)
-    # As in data_term_and_gradient: the fields' gradient is the sum of the
-    # coupling gradient's columns of any one site, in float64.
-    grad_fields = grad_couplings[:, :n_states].sum(axis=1, dtype=np.float64)
+    if grad_fields is None:
+        grad_fields = _fields_gradient(grad_couplings, n_states)
     return value, grad_couplings, grad_fields.reshape(n_sites, n_states)
 
 
@@ -462,52 +504,6 @@ class FullCouplings:
                 weight_sum * pair.ravel() + 2.0 * alpha_couplings,
             ]
         )
-
-
-def mean_field_couplings(rows, n_states, pseudocount=0.5):
-    """Mean-field (mfDCA) couplings ``J = -C^{-1}`` of a weighted alignment.
-
-    ``C`` is the connected correlation matrix of the one-hot sites with the
-    last state of each site left out (the lattice-gas gauge, in which ``C``
-    is invertible), from frequencies mixed with the uniform ones in the
-    proportion ``pseudocount``, as Morcos et al. (2011) do. One pass over
-    the alignment (the product ``X^T diag(w) X``) and one inversion of a
-    matrix of size ``L (q - 1)``: the cost of a few evaluations of the
-    objective.
-
-    Parameters
-    ----------
-    rows : OneHotRows
-    n_states : int
-    pseudocount : float in (0, 1], default=0.5
-
-    Returns
-    -------
-    couplings : ndarray of shape (L, q, L, q)
-        Symmetric, zero diagonal blocks, zero in the last state of each site.
-    """
-    n_sites = rows.codes.shape[1]
-    width = n_sites * n_states
-    xp = rows.xp
-    pair = xp.zeros((width, width))
-    for onehot, weights, _ in rows.blocks():
-        pair += (onehot * weights.astype(rows.dtype)[:, None]).T @ onehot
-    pair = to_host(pair) / float(rows.weights.sum())
-    single = np.diag(pair).copy()  # one-hot squares are the frequencies
-    lam = float(pseudocount)
-    single = (1.0 - lam) * single + lam / n_states
-    pair = (1.0 - lam) * pair + lam / n_states**2
-    pair = pair.reshape(n_sites, n_states, n_sites, n_states)
-    sites = np.arange(n_sites)
-    pair[sites, :, sites, :] = np.eye(n_states) * single.reshape(n_sites, n_states, 1)
-    covariance = pair.reshape(width, width) - np.outer(single, single)
-    kept = (np.arange(width) % n_states) != n_states - 1
-    inverse = np.linalg.inv(covariance[np.ix_(kept, kept)])
-    couplings = np.zeros((width, width))
-    couplings[np.ix_(kept, kept)] = -inverse
-    couplings = couplings.reshape(n_sites, n_states, n_sites, n_states)
-    couplings[sites, :, sites, :] = 0.0
-    return couplings
 
 
 def _independent_fields(frequencies, weight_sum, n_states):

@@ -4,7 +4,8 @@ predictions.
 :class:`_SequenceModelMixin` is the part of a model of single-site
 conditionals that does not depend on how the conditionals are parametrised:
 it reads aligned text or integer codes (``alphabet``, ``unknown_letters``,
-``states``), weights the sequences of a fit, runs L-BFGS and keeps the best of
+``states``, and ``missing_state`` where a model has it), weights the
+sequences of a fit, runs L-BFGS and keeps the best of
 several starts, and answers the prediction methods from
 ``_log_conditionals(X)``. :class:`~sklearn_attn.PottsPseudoLikelihood` and
 :class:`~sklearn_attn.potts.VanillaAttentionPseudoLikelihood` add their
@@ -72,16 +73,84 @@ class _SequenceModelMixin:
     """
 
     # -- input ----------------------------------------------------------------
+    #: A state read as missing data; models that offer it have the parameter.
+    missing_state = None
+
     def _alphabet_string(self):
         return ALPHABETS.get(self.alphabet, self.alphabet)
 
+    def _input_states(self):
+        """The states ``X`` is read over: ``states_`` and the missing state."""
+        return getattr(self, "_input_states_", self.states_)
+
     def _encode(self, X, *, reset):
         """``(codes, dropped)``: integer codes in ``0 .. n_states - 1``, shape
-        (n, L), and the mask of the rows of ``X`` left out of them (or None)."""
+        (n, L), ``-1`` at missing sites, and the mask of the rows of ``X`` left
+        out of them (or None)."""
         text = text_view(X)
         if is_text(text):
-            return self._encode_text(text, reset=reset)
-        return self._encode_codes(X, reset=reset), None
+            codes, dropped = self._encode_text(text, reset=reset)
+        else:
+            codes, dropped = self._encode_codes(X, reset=reset), None
+        return self._mark_missing(codes, reset=reset), dropped
+
+    def _mark_missing(self, codes, *, reset):
+        """Codes over ``states_``: the missing state's become ``-1``.
+
+        In ``fit``, takes the missing state out of ``states_`` (the input's
+        states stay in ``_input_states_``, to read the predictions' ``X``).
+        """
+        if reset:
+            self._input_states_ = self.states_
+            self._missing_code = None
+            if self.missing_state is not None:
+                self._missing_code = self._missing_index()
+                self.states_ = np.delete(self.states_, self._missing_code)
+                if self.states_.size < 2:
+                    raise ValueError(
+                        f"Besides missing_state={self.missing_state!r}, X has "
+                        f"{self.states_.size} state(s); at least 2 are needed."
+                    )
+        missing = getattr(self, "_missing_code", None)
+        if missing is None:
+            return codes
+        out = codes - (codes > missing)
+        out[codes == missing] = -1
+        return out
+
+    def _missing_index(self):
+        """Position of ``missing_state`` among the input's states."""
+        missing = self.missing_state
+        states = self.states_
+        if self._string_input:
+            if not (isinstance(missing, str) and len(missing) == 1):
+                raise TypeError(
+                    "missing_state must be one character of the alphabet for text "
+                    f"input (such as '-', the gap); got {missing!r}."
+                )
+        elif isinstance(missing, (str, bytes)) or not isinstance(
+            missing, (Number, np.generic)
+        ):
+            raise TypeError(
+                "missing_state must be a number (one of the integer codes) for "
+                f"integer codes; got {missing!r}."
+            )
+        where = np.flatnonzero(states == missing)
+        if where.size:
+            return int(where[0])
+        if self._string_input or not _is_auto(self.states):
+            source = "the alphabet" if self._string_input else "states"
+            raise ValueError(
+                f"missing_state={missing!r} is not one of the states of "
+                f"{source}: {states.tolist()}."
+            )
+        # states='auto' from data without the missing state: nothing is
+        # missing in fit, but predictions may meet it.
+        position = int(np.searchsorted(states, missing))
+        self.states_ = self._input_states_ = np.insert(
+            states, position, np.asarray(missing, dtype=states.dtype)
+        )
+        return position
 
     def _encode_text(self, X, *, reset):
         if reset:
@@ -100,7 +169,7 @@ class _SequenceModelMixin:
                 )
             # The fitted states, not the parameter: predictions never depend on
             # an alphabet set after fit.
-            alphabet = "".join(self.states_)
+            alphabet = "".join(self._input_states())
         codes, known = codes_and_known(points, alphabet)
         unknown = ~known.all(axis=1)
         dropped = None
@@ -235,9 +304,10 @@ class _SequenceModelMixin:
             raise ValueError(
                 "X holds integer codes but the model was fitted on strings."
             )
-        codes = np.searchsorted(self.states_, X)
-        codes = np.minimum(codes, self.states_.size - 1)
-        unseen = self.states_[codes] != X
+        states = self.states_ if reset else self._input_states()
+        codes = np.searchsorted(states, X)
+        codes = np.minimum(codes, states.size - 1)
+        unseen = states[codes] != X
         if np.any(unseen):
             row, col = np.argwhere(unseen)[0]
             raise ValueError(
@@ -248,7 +318,7 @@ class _SequenceModelMixin:
                     if _is_auto(self.states) or not reset
                     else "not given in states"
                 )
-                + f"; the states are {self.states_.tolist()}."
+                + f"; the states are {states.tolist()}."
             )
         return codes
 
@@ -268,10 +338,12 @@ class _SequenceModelMixin:
             weights = None if weights is None else weights[~dropped]
         if weights is None:
             if self.sequence_identity is not None:
+                # Two missing sites agree, as two gaps do in plmc's identity.
+                n_states = self.states_.size
                 weights = sequence_weights(
-                    codes,
+                    np.where(codes < 0, n_states, codes),
                     identity_threshold=self.sequence_identity,
-                    n_states=self.states_.size,
+                    n_states=n_states + 1,
                 )
             else:
                 weights = np.ones(n_samples)
@@ -346,9 +418,18 @@ class _SequenceModelMixin:
             ``device=None`` and ``X`` is one.
         """
         log_p, codes, device = self._log_conditionals(X)
+        xp = device.xp
         with device.activate():
-            picked = device.xp.take_along_axis(log_p, codes[:, :, None], axis=2)
-            return to_output(picked[:, :, 0].mean(axis=1), device)
+            if getattr(self, "_missing_code", None) is None:
+                picked = xp.take_along_axis(log_p, codes[:, :, None], axis=2)
+                return to_output(picked[:, :, 0].mean(axis=1), device)
+            present = codes >= 0
+            picked = xp.take_along_axis(
+                log_p, xp.maximum(codes, 0)[:, :, None], axis=2
+            )[:, :, 0]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scores = (picked * present).sum(axis=1) / present.sum(axis=1)
+            return to_output(scores, device)
 
     def score(self, X, y=None, sample_weight=None):
         """Mean pseudo-log-likelihood per site (higher is better).

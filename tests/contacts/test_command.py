@@ -214,6 +214,34 @@ def test_contacts_command_writes_every_file(tmp_path, global_random_seed):
     assert "".join(saved.states) == PROTEIN
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_gaps_ignore_fits_the_gapped_sites_as_missing(tmp_path, global_random_seed):
+    """``--gaps ignore`` is the estimator with ``missing_state='-'``: no gap
+    state in the couplings, the same numbers."""
+    sequences = _sequences(global_random_seed)
+    length = len(sequences[0])
+    assert any("-" in s for s in sequences)
+    alignment = tmp_path / "family.fasta"
+    alignment.write_text(_fasta([f"s{k}" for k in range(len(sequences))], sequences))
+    status, out = _run(tmp_path, alignment, "--max-iter", "4", "--gaps", "ignore")
+    assert status == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["gaps"] == "ignore" and summary["q"] == 20
+    assert summary["parameters"] == length * 20 + length * (length - 1) // 2 * 400
+    saved = read_couplings(out / "couplings.npz")
+    assert "".join(saved.states) == PROTEIN[1:]
+    model = PottsPseudoLikelihood(
+        "full",
+        missing_state="-",
+        sequence_identity=0.8,
+        alpha_couplings=16.0,
+        max_iter=4,
+    ).fit(sequences)
+    # The same arithmetic on codes and on text; the file stores float64.
+    assert_allclose(saved.couplings, model.couplings_, rtol=1e-12, atol=1e-15)
+    assert_allclose(saved.fields, model.fields_, rtol=1e-12, atol=1e-15)
+
+
 def test_dirty_alignment_gives_the_contacts_of_the_clean_one(
     tmp_path, global_random_seed
 ):

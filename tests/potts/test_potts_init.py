@@ -12,10 +12,10 @@ from numpy.testing import assert_allclose
 from sklearn_attn import PottsPseudoLikelihood
 from sklearn_attn.datasets import make_potts_sequences
 from sklearn_attn.potts import conditional_log_probs, gibbs_sample
+from sklearn_attn.potts._mean_field import mean_field_couplings
 from sklearn_attn.potts._model import (
     FactoredAttention,
     OneHotRows,
-    mean_field_couplings,
 )
 
 few_iterations = pytest.mark.filterwarnings(

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+from sklearn_attn.potts._mean_field import mean_field_couplings
 from sklearn_attn.potts._model import (
     FactoredAttention,
     FullCouplings,
     OneHotRows,
     log_conditionals,
-    mean_field_couplings,
     objective,
     one_hot,
     zero_sum_gauge,

@@ -93,12 +93,13 @@ def test_blocks_of_a_given_size(global_random_seed):
     codes, weights, _ = _data(rng, n=23)
     rows = OneHotRows(codes, weights, Q, block_rows=4)
     blocks = list(rows.blocks(10))
-    assert [len(w) for _, w, _ in blocks] == [10, 10, 3]
-    assert_allclose(np.vstack([b for b, _, _ in blocks]), one_hot(codes, Q))
-    assert_allclose(np.concatenate([w for _, w, _ in blocks]), weights)
-    assert [len(w) for _, w, _ in rows.blocks()] == [4] * 5 + [3]
+    assert [len(w) for _, w, _, _ in blocks] == [10, 10, 3]
+    assert_allclose(np.vstack([b for b, _, _, _ in blocks]), one_hot(codes, Q))
+    assert_allclose(np.concatenate([w for _, w, _, _ in blocks]), weights)
+    assert all(present is None for _, _, _, present in blocks)
+    assert [len(w) for _, w, _, _ in rows.blocks()] == [4] * 5 + [3]
     # One reused buffer: each block as it is made, the last one shorter.
-    reused = [block.copy() for block, _, _ in rows.blocks(10, reuse=True)]
+    reused = [block.copy() for block, _, _, _ in rows.blocks(10, reuse=True)]
     assert [len(b) for b in reused] == [10, 10, 3]
     assert_allclose(np.vstack(reused), one_hot(codes, Q))
 
