@@ -46,6 +46,8 @@ extensions = [
     "sphinx-mathjax-offline",
     # :measured:`FILE...:VALUE:SPEC`, a number read from benchmarks/results/.
     "measured",
+    # The reproductions' figures, drawn from their committed tables.
+    "reproduction_figures",
 ]
 
 templates_path = ["_templates"]

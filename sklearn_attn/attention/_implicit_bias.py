@@ -501,8 +501,8 @@ def train_attention_classifier(
         values; combined: ``W(0) = U diag(omega) V^T``. Sheen et al. (2024)
         prove the nuclear-norm limit for general weights when the singular
         spaces of the initial weights are aligned with the data features,
-        an alignment the dynamics then preserve **[recalled, not checked
-        against the paper]**: ``W(t)`` then keeps its singular vectors, and
+        an alignment the dynamics then preserve (a recollection of the paper,
+        see the user guide): ``W(t)`` then keeps its singular vectors, and
         so does its limit, the nuclear-norm SVM. For generic data no basis
         is preserved exactly, and ``init_basis`` says which one is used.
     init_basis : {"nuclear_svm", "gradient"} or array-like, default="nuclear_svm"

@@ -316,8 +316,8 @@ def make_potts_sequences(
 
     With the defaults (ring, embedding similarity, ``beta = 1``) the model is
     one-dimensional and has no phase transition, so Gibbs sampling mixes fast.
-    Measured with ``L = 20`` (25 for the lattice), ``q = 10`` and 10,000
-    samples against a second run started from the all-zero state: at
+    Compared with a second run started from the all-zero state (``L = 20``,
+    25 for the lattice, ``q = 10``, 10,000 samples): at
     ``beta = 1`` the ring, chain, ``random_regular`` with degree 3 and dense
     graphs agree on single- and two-site frequencies within sampling noise,
     while the lattice and ``random_regular`` with degree 4 order into one
