@@ -61,11 +61,6 @@ NOT_USER_GUIDE = {
     "docs/changelog.rst": "the changelog",
 }
 
-# Files that still hold such phrases and are edited elsewhere; empty this set as
-# they are cleared (a test below fails when an entry is no longer needed).
-PENDING_CLEANUP = {
-    "docs/index.rst",
-}
 
 _BUILT = {"_build", "generated", "auto_examples", "_templates"}
 
@@ -167,14 +162,12 @@ def test_docstrings_and_comments_are_read_not_code():
 
 
 def test_exceptions_name_existing_files():
-    for name in {**NOT_USER_GUIDE, **dict.fromkeys(PENDING_CLEANUP)}:
+    for name in NOT_USER_GUIDE:
         assert (ROOT / name).is_file(), name
 
 
 @pytest.mark.parametrize("path", user_guide_pages(), ids=_name)
 def test_user_guide_reads_as_documentation(path):
-    if _name(path) in PENDING_CLEANUP:
-        pytest.skip("pending cleanup elsewhere")
     hits = page_phrases(path)
     assert not hits, "\n".join(
         f"{_name(path)}:{line}: {kind}: {phrase!r}" for kind, line, phrase in hits
@@ -183,20 +176,10 @@ def test_user_guide_reads_as_documentation(path):
 
 @pytest.mark.parametrize("path", package_modules(), ids=_name)
 def test_docstrings_and_comments_read_as_documentation(path):
-    if _name(path) in PENDING_CLEANUP:
-        pytest.skip("pending cleanup elsewhere")
     hits = module_phrases(path)
     assert not hits, "\n".join(
         f"{_name(path)}:{line}: {kind}: {phrase!r}" for kind, line, phrase in hits
     )
-
-
-@pytest.mark.parametrize("name", sorted(PENDING_CLEANUP))
-def test_pending_cleanup_is_still_needed(name):
-    """An entry of PENDING_CLEANUP whose file is clean is removed from the set."""
-    path = ROOT / name
-    hits = page_phrases(path) if path.suffix == ".rst" else module_phrases(path)
-    assert hits, f"{name} is clean: remove it from PENDING_CLEANUP"
 
 
 if __name__ == "__main__":
@@ -207,9 +190,8 @@ if __name__ == "__main__":
         counts = {kind: sum(k == kind for k, _, _ in found) for kind in PHRASES}
         for kind, count in counts.items():
             totals[kind] += count
-        note = " (pending)" if name in PENDING_CLEANUP else ""
         cells = "  ".join(f"{kind}: {count}" for kind, count in counts.items())
-        print(f"{name:{width}s}  {cells}{note}")
+        print(f"{name:{width}s}  {cells}")
     print(
         f"{'total':{width}s}  "
         + "  ".join(f"{kind}: {count}" for kind, count in totals.items())

@@ -6,8 +6,9 @@ made of:
 
 - :class:`Alignment` and :func:`read_alignment`: aligned FASTA, A2M and A3M
   files (gzipped or not), read as plmc reads them and encoded once;
-- :func:`read_distances` and :func:`contact_precision`: a known structure's
-  pair distances, and the precision of ranked contacts against them;
+- :func:`distances_from_pdb`, :func:`read_distances` and
+  :func:`contact_precision`: a known structure's pair distances, from a PDB
+  file or a table, and the precision of ranked contacts against them;
 - :func:`write_contacts`, :func:`write_ec`, :func:`write_couplings` and
   :func:`read_couplings`: files for other tools (ranked contact tables,
   plmc's coupling scores, the model's parameters), and :func:`write_weights`
@@ -30,6 +31,7 @@ from ._formats import (
 )
 from ._structure import (
     contact_precision,
+    distances_from_pdb,
     read_contact_map,  # noqa: F401  (deprecated; not in __all__)
     read_distances,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "Alignment",
     "add_parser",
     "contact_precision",
+    "distances_from_pdb",
     "read_alignment",
     "read_couplings",
     "read_distances",

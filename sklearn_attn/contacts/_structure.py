@@ -1,7 +1,8 @@
 """A known structure: its pair distances, and the precision of predicted contacts.
 
-:func:`read_distances` is the one reader of a structure's distances (tables
-``i j ... distance`` and ``L x L`` matrices); :func:`contact_precision`
+:func:`distances_from_pdb` computes a chain's residue distances from a PDB
+file; :func:`read_distances` is the one reader of a structure's distances
+(tables ``i j ... distance`` and ``L x L`` matrices); :func:`contact_precision`
 scores ranked contact predictions against them.
 """
 
@@ -16,11 +17,13 @@ from fractions import Fraction
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils import Bunch
 
 from .._validation import check_real_array
 from ._alignment import _read_text
+from ._formats import _write_rows
 
-__all__ = ["contact_precision", "read_distances"]
+__all__ = ["contact_precision", "distances_from_pdb", "read_distances"]
 
 
 def read_distances(source, positions=None):
@@ -334,3 +337,341 @@ def contact_precision(
         k = min(k, hits.size)
         precision[key] = float(hits[k - 1] / k)
     return precision
+
+
+# -- distances from a PDB file ---------------------------------------------------------
+
+# One-letter codes of the standard amino acids; any other residue reads as X.
+_ONE_LETTER = {
+    "ALA": "A",
+    "ARG": "R",
+    "ASN": "N",
+    "ASP": "D",
+    "CYS": "C",
+    "GLN": "Q",
+    "GLU": "E",
+    "GLY": "G",
+    "HIS": "H",
+    "ILE": "I",
+    "LEU": "L",
+    "LYS": "K",
+    "MET": "M",
+    "PHE": "F",
+    "PRO": "P",
+    "SER": "S",
+    "THR": "T",
+    "TRP": "W",
+    "TYR": "Y",
+    "VAL": "V",
+}
+_ATOM_SETS = ("heavy", "CB", "CA")
+# Atoms of one block of rows of the atom distance matrix: with the 3 coordinate
+# differences, about 100 MB of float64 whatever the size of the chain.
+_BLOCK_ELEMENTS = 1 << 22
+
+
+def distances_from_pdb(source, chain=None, *, atoms="heavy", offset=0, output=None):
+    """Distances between the residues of one chain of a PDB file.
+
+    Reads the ``ATOM`` records of the first model of a file in the PDB format
+    (the fixed columns of the wwPDB format: atom name, alternate location,
+    residue name, chain, residue number, insertion code, coordinates,
+    element) and computes, for every pair of residues with coordinates, the
+    distance that defines a contact:
+
+    - ``atoms="heavy"``: the smallest distance between an atom of one
+      residue and an atom of the other, hydrogens (and deuteriums) left out:
+      the usual definition in contact prediction from alignments, with the
+      command's default ``--cutoff 8``;
+    - ``atoms="CB"``: between the C-beta atoms, the C-alpha standing in for
+      glycine and for a residue whose C-beta the file does not hold (CASP's
+      definition, also with 8 Angstrom);
+    - ``atoms="CA"``: between the C-alpha atoms.
+
+    The residues are numbered by the file's residue numbers plus ``offset``,
+    so that they can be made to match the residue numbers of a focus
+    sequence (``ID/start-end`` names, see
+    :class:`~sklearn_attn.contacts.Alignment`). ``output``
+    writes the pairs as the table that :func:`read_distances` and the
+    ``contacts`` command's ``--distances`` read.
+
+    Of the atoms of a residue given at several alternate locations (column
+    17), those at the first location listed are kept. ``HETATM`` records
+    (ligands, waters, and modified residues such as selenomethionine) are not
+    read, nor are the models after the first of an NMR ensemble.
+
+    Parameters
+    ----------
+    source : str, path-like or file object
+        The PDB file, gzipped or not (recognised by its content).
+    chain : str or None, default=None
+        The chain identifier (column 22 of the records, one character). None
+        reads the file's only chain, and is an error when the file holds
+        several.
+    atoms : {"heavy", "CB", "CA"}, default="heavy"
+        Which atoms measure the distance between two residues.
+    offset : int, default=0
+        Added to the file's residue numbers.
+    output : str, path-like, file object or None, default=None
+        Where to write the table too: a header line ``i j distance``, then
+        one line per pair, ``i < j``, tab-separated, in the order of ``i``
+        then ``j``.
+
+    Returns
+    -------
+    structure : :class:`~sklearn.utils.Bunch`
+        A dictionary whose keys are also attributes:
+
+        ``positions`` : ndarray of int64, shape (n_residues,)
+            The residue numbers (with ``offset``) of the residues with
+            coordinates, increasing.
+        ``sequence`` : str
+            Their one-letter codes (``X`` for a residue other than the 20
+            standard amino acids), to check the numbering against the focus
+            sequence.
+        ``residue_i``, ``residue_j`` : ndarray of int64, shape (n_pairs,)
+            The residue numbers of every pair, ``residue_i < residue_j``, in
+            the order of the table; ``read_distances`` turns them into site
+            indices.
+        ``distance`` : ndarray of float64, shape (n_pairs,)
+            Their distances in Angstrom, rounded to 0.001 (the precision of
+            the file's coordinates), as written to ``output``.
+        ``chain`` : str
+            The chain read.
+
+    Raises
+    ------
+    ValueError
+        For a file without ``ATOM`` records, an ``atoms`` other than the
+        three above, a ``chain`` the file does not hold (or None for a file of
+        several chains), a record whose residue number or coordinates are not
+        numbers, a residue with an insertion code (``52A``; renumber the
+        chain first), a residue number given to two residues, or fewer than
+        two residues with coordinates.
+    TypeError
+        When ``source`` is neither a path nor an open file, ``chain`` is not a
+        string, ``offset`` is not an integer, or ``output`` is neither a path
+        nor a file opened for writing text.
+
+    See Also
+    --------
+    read_distances : Pairs and distances from a table or a matrix.
+    contact_precision : Precision of ranked contact predictions.
+
+    Examples
+    --------
+    Three residues, a glycine and two alanines; the glycine's hydrogen is not
+    counted:
+
+    >>> import io
+    >>> from sklearn_attn.contacts import distances_from_pdb, read_distances
+    >>> pdb = '''\\
+    ... ATOM      1  CA  GLY A  10       0.000   0.000   0.000  1.00  0.00           C
+    ... ATOM      2  HA2 GLY A  10       1.000   0.500   0.000  1.00  0.00           H
+    ... ATOM      3  CA  ALA A  11       3.000   0.000   0.000  1.00  0.00           C
+    ... ATOM      4  CB  ALA A  11       3.000   1.500   0.000  1.00  0.00           C
+    ... ATOM      5  CA  ALA A  12       3.000   6.000   0.000  1.00  0.00           C
+    ... ATOM      6  CB  ALA A  12       3.000   4.000   0.000  1.00  0.00           C
+    ... END
+    ... '''
+    >>> structure = distances_from_pdb(io.StringIO(pdb), offset=100)
+    >>> structure.positions.tolist(), structure.sequence
+    ([110, 111, 112], 'GAA')
+    >>> structure.residue_i.tolist(), structure.residue_j.tolist()
+    ([110, 110, 111], [111, 112, 112])
+    >>> structure.distance.tolist()
+    [3.0, 5.0, 2.5]
+    >>> distances_from_pdb(io.StringIO(pdb), atoms="CA").distance.tolist()
+    [3.0, 6.708, 6.0]
+
+    The table for ``--distances``, which :func:`read_distances` reads back:
+
+    >>> table = io.StringIO()
+    >>> _ = distances_from_pdb(io.StringIO(pdb), output=table)
+    >>> table.getvalue().splitlines()
+    ['i\\tj\\tdistance', '10\\t11\\t3.000', '10\\t12\\t5.000', '11\\t12\\t2.500']
+    >>> _ = table.seek(0)
+    >>> read_distances(table)
+    (array([ 9,  9, 10]), array([10, 11, 11]), array([3. , 5. , 2.5]))
+    """
+    if atoms not in _ATOM_SETS:
+        raise ValueError(f"atoms must be one of {_ATOM_SETS}; got {atoms!r}.")
+    if chain is not None and not isinstance(chain, str):
+        raise TypeError(
+            f"chain must be a one-character string or None; got {type(chain).__name__}."
+        )
+    if chain is not None and len(chain) != 1:
+        raise ValueError(
+            f"chain must be one character (column 22 of the records); got {chain!r}."
+        )
+    if not isinstance(offset, Integral) or isinstance(offset, bool):
+        raise TypeError(f"offset must be an integer; got {offset!r}.")
+    if not (
+        output is None
+        or isinstance(output, (str, os.PathLike))
+        or hasattr(output, "write")
+    ):
+        raise TypeError(
+            "output must be None, a path or a file opened for writing text; got an "
+            f"object of type {type(output).__name__}."
+        )
+    where = _source_text(source)
+    residues, split = _read_pdb_atoms(_read_text(source), where)
+    chains = list(dict.fromkeys(key[0] for key in residues))
+    if not chains:
+        raise ValueError(f"The PDB file {where} holds no ATOM records.")
+    if chain is None:
+        if len(chains) > 1:
+            raise ValueError(
+                f"The PDB file {where} holds the chains {_chain_list(chains)}; "
+                "choose one with chain=."
+            )
+        chain = chains[0]
+    elif chain not in chains:
+        raise ValueError(
+            f"chain {chain!r} is not in the PDB file {where}, which holds the "
+            f"chains {_chain_list(chains)}."
+        )
+    numbers, letters, coordinates = [], [], []
+    for (key_chain, number, code), (name, found) in residues.items():
+        if key_chain != chain:
+            continue
+        if (key_chain, number, code) in split:
+            raise ValueError(
+                f"The PDB file {where}: residue number {number} of chain {chain!r} "
+                "is given to two residues (its records are not contiguous)."
+            )
+        if code != " ":
+            raise ValueError(
+                f"The PDB file {where}: residue {number}{code} of chain {chain!r} "
+                "has an insertion code, which the integer residue numbers of a "
+                "distance table cannot hold; renumber the chain first."
+            )
+        selected = _residue_atoms(name, found, atoms)
+        if selected:
+            numbers.append(number)
+            letters.append(_ONE_LETTER.get(name, "X"))
+            coordinates.append(np.array(selected, dtype=np.float64))
+    if len(numbers) < 2:
+        raise ValueError(
+            f"The PDB file {where}: chain {chain!r} has {len(numbers)} residue(s) "
+            f"with {'heavy atoms' if atoms == 'heavy' else 'a ' + atoms + ' atom'}; "
+            "a distance needs two."
+        )
+    order = np.argsort(numbers, kind="stable")
+    positions = np.asarray(numbers, dtype=np.int64)[order] + offset
+    coordinates = [coordinates[k] for k in order]
+    minimum = _minimum_distances(coordinates)
+    i, j = np.triu_indices(len(positions), 1)
+    distance = np.round(minimum[i, j], 3)
+    structure = Bunch(
+        positions=positions,
+        sequence="".join(letters[k] for k in order),
+        residue_i=positions[i],
+        residue_j=positions[j],
+        distance=distance,
+        chain=chain,
+    )
+    if output is not None:
+        rows = [
+            [str(a), str(b), f"{d:.3f}"]
+            for a, b, d in zip(
+                structure.residue_i.tolist(),
+                structure.residue_j.tolist(),
+                distance.tolist(),
+                strict=True,
+            )
+        ]
+        try:
+            _write_rows(output, rows, header=["i", "j", "distance"], separator="\t")
+        except TypeError:  # a file opened in binary mode
+            raise TypeError("output must be opened in text mode.") from None
+    return structure
+
+
+def _read_pdb_atoms(text, where):
+    """The residues of the ATOM records of the first model, in the order of the file.
+
+    Returns ``{(chain, number, insertion code): (residue name, {atom name:
+    (xyz, element)})}``, and the keys whose records are not contiguous (one
+    residue number given to two residues).
+    """
+    residues, split = {}, set()
+    alternate = {}  # the alternate location kept for each residue
+    previous = None
+    for line_number, line in enumerate(text.split("\n"), 1):
+        record = line[:6]
+        if record == "ENDMDL":
+            break  # the first model only
+        if record != "ATOM  ":
+            continue
+        try:
+            number = int(line[22:26])
+            xyz = (float(line[30:38]), float(line[38:46]), float(line[46:54]))
+        except ValueError:
+            raise ValueError(
+                f"The PDB file {where}: line {line_number} is an ATOM record "
+                "without a residue number (columns 23-26) and coordinates "
+                f"(columns 31-54): {line.rstrip()[:80]!r}."
+            ) from None
+        key = (line[21], number, line[26])
+        if key in residues and key != previous:
+            split.add(key)
+        previous = key
+        location = line[16]
+        if location != " ":
+            # Of atoms at several locations, those of the first location listed.
+            if alternate.setdefault(key, location) != location:
+                continue
+        residue_name, found = residues.setdefault(key, (line[17:20].strip(), {}))
+        atom_name = line[12:16].strip()
+        if atom_name not in found:
+            found[atom_name] = (xyz, _element(line[76:78], atom_name))
+    return residues, split
+
+
+def _element(field, atom_name):
+    """The element of an atom: columns 77-78, else read off the atom's name."""
+    element = field.strip().upper()
+    if element:
+        return element
+    # Names such as "1HB", "HG12" or "DA": leading digits, then the element.
+    return atom_name.lstrip("0123456789")[:1].upper()
+
+
+def _residue_atoms(residue_name, found, atoms):
+    """The coordinates that measure a residue's distances (possibly none)."""
+    if atoms == "heavy":
+        return [xyz for xyz, element in found.values() if element not in ("H", "D")]
+    if atoms == "CB" and residue_name != "GLY" and "CB" in found:
+        return [found["CB"][0]]
+    return [found["CA"][0]] if "CA" in found else []
+
+
+def _minimum_distances(coordinates):
+    """``(n, n)`` smallest distances between the atoms of each pair of residues."""
+    points = np.concatenate(coordinates)
+    # ends[r]: the first atom of residue r; ends[n]: the number of atoms.
+    ends = np.concatenate([[0], np.cumsum([len(c) for c in coordinates])])
+    n_residues = len(coordinates)
+    minimum = np.zeros((n_residues, n_residues))
+    first = 0
+    while first < n_residues:
+        # The atoms of residues [first, last) against those of residues first on:
+        # the upper triangle, in blocks of rows of bounded size.
+        a = ends[first]
+        rows = max(1, _BLOCK_ELEMENTS // (3 * (len(points) - a)))
+        last = int(np.searchsorted(ends, a + rows, side="right")) - 1
+        last = min(max(last, first + 1), n_residues)
+        difference = points[a : ends[last], None, :] - points[None, a:, :]
+        atom = np.sqrt(np.einsum("ijk,ijk->ij", difference, difference))
+        per_column = np.minimum.reduceat(atom, ends[first:-1] - a, axis=1)
+        block = np.minimum.reduceat(per_column, ends[first:last] - a, axis=0)
+        minimum[first:last, first:] = block
+        minimum[first:, first:last] = block.T
+        first = last
+    return minimum
+
+
+def _chain_list(chains):
+    return ", ".join(repr(c) for c in chains)
