@@ -2,10 +2,10 @@
 
 A missing site (code ``-1`` in the core) has no conditional and adds nothing to
 the conditionals of the other sites. The core is checked against the masked
-pseudo-likelihood written out with loops, finite differences and the
-conditionals of the exact joint of the sites present (by enumeration); the
-estimator against the fit of the same data without the state, and its
-predictions against the loops. Every tolerance holds for any seed (the reason
+pseudo-likelihood written out with loops (its gradient against finite
+differences is in ``test_potts_model.py``) and the conditionals of the exact
+joint of the sites present (by enumeration); the estimator against the fit of
+the same data without the state, and its predictions against the loops. Every tolerance holds for any seed (the reason
 is given next to it).
 """
 
@@ -83,28 +83,6 @@ def test_masked_objective_matches_loops(parametrization, global_random_seed):
     )
     # ~70 terms of order one summed in another order: ~1e-15 relative apart.
     assert value == pytest.approx(expected, rel=1e-12)
-
-
-@pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
-def test_masked_gradient_matches_finite_differences(
-    parametrization, global_random_seed
-):
-    rng = np.random.default_rng(global_random_seed)
-    codes = _gapped_codes(rng)
-    rows = OneHotRows(codes, rng.uniform(0.2, 2.0, len(codes)), Q)
-    theta = 0.5 * rng.standard_normal(parametrization.n_params)
-    _, grad = objective(theta, parametrization, rows, 0.1, 0.3)
-    eps = 1e-6
-    numeric = np.empty_like(theta)
-    for k in range(theta.size):
-        step = np.zeros_like(theta)
-        step[k] = eps
-        plus, _ = objective(theta + step, parametrization, rows, 0.1, 0.3)
-        minus, _ = objective(theta - step, parametrization, rows, 0.1, 0.3)
-        numeric[k] = (plus - minus) / (2 * eps)
-    # Central differences: truncation ~eps^2 * (third derivative) ~ 1e-11 and
-    # rounding ~1e-16 |f| / eps ~ 1e-8 (|f| ~ 100 for any seed), well below 1e-6.
-    assert_allclose(grad, numeric, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

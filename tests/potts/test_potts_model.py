@@ -25,8 +25,11 @@ from sklearn_attn.potts._model import (
 L, Q = 4, 3
 
 
-def _tiny_data(rng, n=25, **options):
+def _tiny_data(rng, n=25, missing=0.0, **options):
+    """Codes, their rows and weights; ``missing`` of the sites at -1 (missing)."""
     codes = rng.integers(0, Q, size=(n, L))
+    if missing:
+        codes[rng.random((n, L)) < missing] = -1
     weights = rng.uniform(0.2, 2.0, n)
     return codes, OneHotRows(codes, weights, Q, **options), weights
 
@@ -69,10 +72,13 @@ def test_objective_matches_loops(parametrization, global_random_seed):
     assert value == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("missing", [0.0, 0.3], ids=["complete", "missing-sites"])
 @pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
-def test_gradient_matches_finite_differences(parametrization, global_random_seed):
+def test_gradient_matches_finite_differences(
+    parametrization, missing, global_random_seed
+):
     rng = np.random.default_rng(global_random_seed)
-    _, X, weights = _tiny_data(rng)
+    _, X, weights = _tiny_data(rng, missing=missing)
     theta = 0.5 * rng.standard_normal(parametrization.n_params)
     _, grad = objective(theta, parametrization, X, 0.1, 0.3)
     eps = 1e-6
