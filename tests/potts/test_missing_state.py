@@ -5,8 +5,8 @@ the conditionals of the other sites. The core is checked against the masked
 pseudo-likelihood written out with loops (its gradient against finite
 differences is in ``test_potts_model.py``) and the conditionals of the exact
 joint of the sites present (by enumeration); the estimator against the fit of
-the same data without the state, and its predictions against the loops. Every tolerance holds for any seed (the reason
-is given next to it).
+the same data without the state, and its predictions against the loops. Every
+tolerance holds for any seed (the reason is given next to it).
 """
 
 import itertools
