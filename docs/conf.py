@@ -77,15 +77,29 @@ numpydoc_attributes_as_param_list = True
 
 # -- Gallery -------------------------------------------------------------------------
 #
-# The scripts in examples/ are run at every build (each takes under a minute on
-# two cores); their figures are embedded in the user guide from
-# auto_examples/images/. An example that raises fails the build.
+# The scripts in examples/FAMILY/ are run at every build (each takes under a minute
+# on two cores); their figures are embedded in the user guide from
+# auto_examples/FAMILY/images/. An example that raises fails the build.
 
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
+    # One section per family, each a folder of examples/ with its README.txt.
+    "subsection_order": [
+        "../examples/random_features",
+        "../examples/attention",
+        "../examples/potts",
+        "../examples/model_selection",
+    ],
     "within_subsection_order": "FileNameSortKey",
+    # matplotlib's defaults, then the house style (figures.mplstyle), before each
+    # example; the figures are saved at 1x and 2x (for high-density screens), the
+    # user guide shows the 2x ones.
+    "reset_modules": ("matplotlib", "house_style.reset"),
+    "image_srcset": ["2x"],
+    # Thumbnails of about twice the size the gallery's cards show them (the CSS).
+    "thumbnail_size": (640, 400),
     # "Examples using X" under each API page.
     "doc_module": ("sklearn_attn",),
     "backreferences_dir": "generated/backreferences",
@@ -112,6 +126,32 @@ html_theme_options = {
 }
 html_show_sourcelink = False
 html_context = {"default_mode": "light"}
+# Layout rules the theme leaves to the page (tables that wrap, equations and titles
+# that fit the column, the gallery's cards); see the file's comments.
+html_static_path = ["_static"]
+html_css_files = ["sklearn_attn.css"]
+
+# -- Break points in long literals ---------------------------------------------------
+#
+# Sphinx writes literal text as one <span class="pre"> per word, which never breaks,
+# so a test name or a dotted path in a table cell sets the width of its column. A
+# <wbr> after its underscores, dots and slashes lets it break there when it must
+# (the CSS lets a table cell break it anywhere only when a part is still too long).
+# Copying the text copies no break.
+
+_PRE_SPAN = re.compile(r'<span class="pre">([^<]{16,})</span>')
+_AFTER_SEPARATOR = re.compile(r"(?<=[_./])(?=[^_./])")
+
+
+def _break_points(match):
+    parts = _AFTER_SEPARATOR.split(match.group(1))
+    return "<wbr>".join(f'<span class="pre">{part}</span>' for part in parts)
+
+
+def _mark_break_points(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = _PRE_SPAN.sub(_break_points, context["body"])
+
 
 # -- Docstrings inherited from scikit-learn ------------------------------------------
 #
@@ -196,3 +236,4 @@ def setup(app):
     # Run before numpydoc (priority 500) parses the docstring.
     app.connect("autodoc-process-docstring", _strip_sklearn_xrefs, priority=400)
     app.connect("missing-reference", _resolve_external)
+    app.connect("html-page-context", _mark_break_points)

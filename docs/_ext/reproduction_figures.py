@@ -9,7 +9,9 @@ reproduction's page is the one the command draws from those tables. It takes a f
 seconds: no experiment is run.
 
 The figures are written to ``docs/generated/reproduce/PREFIX.png`` (``generated/``
-is not committed) and included with ``.. figure:: /generated/reproduce/PREFIX.png``.
+is not committed) and included with ``.. figure:: /generated/reproduce/PREFIX.png``,
+at twice the command's resolution: a page shows them scaled to its column, and a
+reader who opens one at full size (or on a high-density screen) reads its small print.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import csv
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "reproduce"
+# Twice the 110 dpi at which the command saves them.
+DPI = 220
 OUTPUT = Path(__file__).resolve().parents[1] / "generated" / "reproduce"
 
 # Folder of the committed run -> (plot function, file prefix), as in
@@ -75,7 +79,8 @@ def draw_all(results=RESULTS, output=OUTPUT):
                 f"no {prefix}_*.csv tables in {Path(results) / name}"
             )
         path = output / f"{prefix}.png"
-        fig = getattr(experiments, plot)(tables, path)
+        fig = getattr(experiments, plot)(tables)
+        fig.savefig(path, dpi=DPI, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
     return written

@@ -481,7 +481,7 @@ def train_attention_classifier(
         differences, float64 cannot weigh the tightest constraints against
         each other and every step follows the tightest one alone: the
         direction then jitters around the limit by about ``learning_rate``
-        (correlation with the SVM ~``1 - learning_rate**2 / 2``).
+        (correlation with the SVM about ``1 - learning_rate**2 / 2``).
     learning_rate : float, default=0.05
         Step size.
     n_iter : int, default=10000

@@ -52,9 +52,9 @@ class VanillaAttentionPseudoLikelihood(
 
     .. math::
 
-        a_{ij} = \\mathrm{softmax}_j\\Big(\\frac{\\langle x_i W_Q,
-            x_j W_K \\rangle}{\\sqrt{d}}\\Big), \\qquad
-        p(s_i = a \\mid s_{-i}) = \\mathrm{softmax}_a\\Big(\\big(x_i +
+        a_{ij} &= \\mathrm{softmax}_j\\Big(\\frac{\\langle x_i W_Q,
+            x_j W_K \\rangle}{\\sqrt{d}}\\Big), \\\\
+        p(s_i = a \\mid s_{-i}) &= \\mathrm{softmax}_a\\Big(\\big(x_i +
             \\sum_j a_{ij} x_j W_V\\big) W_O + b\\Big)_a .
 
     The attention weights depend on the tokens, and what a site sends mixes

@@ -390,12 +390,11 @@ def rfa_kernel(
 
     .. math::
 
-        K(X, Y) = \\frac{s^2}{N^2} \\sum_{i,j=1}^{N}
+        K(X, Y) &= \\frac{s^2}{N^2} \\sum_{i,j=1}^{N}
         (\\langle x_i, y_j \\rangle + b)\\,
         \\|\\tilde x_0\\| \\|\\tilde y_0\\| \\|\\tilde x_i\\| \\|\\tilde y_j\\|
-        \\,\\kappa_1(\\rho_{ij}),
-        \\qquad
-        \\rho_{ij} = \\frac{\\langle \\tilde x_0, \\tilde y_0 \\rangle
+        \\,\\kappa_1(\\rho_{ij}), \\\\
+        \\rho_{ij} &= \\frac{\\langle \\tilde x_0, \\tilde y_0 \\rangle
         \\langle \\tilde x_i, \\tilde y_j \\rangle}
         {\\|\\tilde x_0\\| \\|\\tilde y_0\\| \\|\\tilde x_i\\| \\|\\tilde y_j\\|},
 
@@ -497,10 +496,10 @@ def brfa_kernel(
 
     .. math::
 
-        K(X, Y) = \\frac{1}{N^2} \\sum_{i,j=1}^{N}
+        K(X, Y) &= \\frac{1}{N^2} \\sum_{i,j=1}^{N}
         (\\langle x_i, y_j \\rangle + b)\\,
-        R(m_i, m'_j, s_i, s'_j, \\rho_{ij}),
-        \\qquad R = E[\\mathrm{relu}(U_i)\\, \\mathrm{relu}(U'_j)],
+        R(m_i, m'_j, s_i, s'_j, \\rho_{ij}), \\\\
+        R &= E[\\mathrm{relu}(U_i)\\, \\mathrm{relu}(U'_j)],
 
     with ``b = 1`` with ``value_bias`` and 0 without. With ``a = m/s``,
     ``b' = m'/s'``, ``h = -a``, ``k = -b'``,

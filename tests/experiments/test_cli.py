@@ -345,9 +345,22 @@ def test_write_csv_blank_cells(tmp_path):
     assert rows == [{"a": "1", "b": "", "c": ""}, {"a": "", "b": "", "c": "x"}]
 
 
+def test_examples_grouped_by_family():
+    """Each example lies in the folder of its family, a section of the gallery with
+    its own README.txt (the gallery lists no example outside a section)."""
+    examples = sorted(EXAMPLES.rglob("plot_*.py"))
+    assert examples
+    for path in examples:
+        assert path.parent.parent == EXAMPLES, path
+        assert (path.parent / "README.txt").is_file(), path
+
+
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="needs matplotlib")
 @pytest.mark.parametrize(
-    "example", sorted(path.name for path in EXAMPLES.glob("plot_*.py"))
+    "example",
+    sorted(
+        path.relative_to(EXAMPLES).as_posix() for path in EXAMPLES.rglob("plot_*.py")
+    ),
 )
 def test_example_runs(example, monkeypatch, tmp_path):
     """Each gallery example runs as a script and saves its figures."""

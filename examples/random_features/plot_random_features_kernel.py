@@ -102,7 +102,7 @@ for s in seeds:
 
 # %%
 # Lines are medians over the 5 seeds, bands the lowest to the highest.
-fig, (ax_gap, ax_err) = plt.subplots(1, 2, figsize=(9.5, 3.8), layout="constrained")
+fig, (ax_gap, ax_err) = plt.subplots(1, 2, figsize=(8, 4.4), layout="constrained")
 for values, color, label in (
     (gram_error, "tab:blue", r"Gram matrix $\|\Phi\Phi^\top - K\|_F / \|K\|_F$"),
     (prediction_gap, "tab:purple", r"predictions $\|f_M - f_\infty\| / \|f_\infty\|$"),
@@ -138,12 +138,11 @@ for ax in (ax_gap, ax_err):
     ax.set_xlabel("heads $M$")
     ax.grid(True, which="major", alpha=0.3)
 handles = [h for ax in (ax_gap, ax_err) for h in ax.get_legend_handles_labels()[0]]
-fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=9)
+fig.legend(handles=handles, loc="outside lower center", ncol=2)
 exponent = int(np.round(np.log10(alpha)))
 fig.suptitle(
     f"$n = 500$ training samples, $N = 4$ keys, $d = 4$, "
-    f"$\\alpha = 10^{{{exponent}}}$: median and range of 5 seeds",
-    fontsize=10,
+    f"$\\alpha = 10^{{{exponent}}}$: median and range of 5 seeds"
 )
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("random_features_kernel.png", dpi=120, bbox_inches="tight")

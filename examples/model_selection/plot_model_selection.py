@@ -98,7 +98,7 @@ for name, estimator in (
 # across penalties. Right: the cross-validated error of each grid point, mean
 # and standard deviation over the 5 folds.
 results = search.cv_results_
-fig, (ax_alpha, ax_heads) = plt.subplots(1, 2, figsize=(10, 3.9), layout="constrained")
+fig, (ax_alpha, ax_heads) = plt.subplots(1, 2, figsize=(8, 4.4), layout="constrained")
 ax_alpha.plot(
     alphas, model.loo_mse_, "o-", color="tab:purple", label="leave-one-out, one fit"
 )
@@ -109,7 +109,7 @@ ax_alpha.axvline(
 ax_alpha.set_xscale("log")
 ax_alpha.set_xlabel(r"penalty $\alpha$")
 ax_alpha.set_ylabel("mean squared error")
-ax_alpha.set_title("RFA, 200 heads: one fit, 15 penalties", fontsize=10)
+ax_alpha.set_title("RFA, 200 heads:\none fit, 15 penalties")
 
 colors = {"zero": "tab:blue", "identity": "tab:green"}
 labels = {"zero": "RFA (zero mean)", "identity": "BiasedRFA (identity mean)"}
@@ -128,17 +128,16 @@ ax_heads.xaxis.set_major_formatter(ScalarFormatter())
 ax_heads.xaxis.set_minor_formatter(NullFormatter())
 ax_heads.set_xlabel("heads $M$")
 ax_heads.set_ylabel("5-fold CV mean squared error")
-ax_heads.set_title("grid search, penalty by leave-one-out in each fit", fontsize=10)
+ax_heads.set_title("grid search, penalty by\nleave-one-out in each fit")
 ax_heads.axhline(0.09, color="0.4", linestyle="--", label="noise variance")
 for ax in (ax_alpha, ax_heads):
     ax.set_ylim(bottom=0)
     ax.grid(True, which="major", alpha=0.3)
 handles = [h for ax in (ax_alpha, ax_heads) for h in ax.get_legend_handles_labels()[0]]
-fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=9)
+fig.legend(handles=handles, loc="outside lower center", ncol=2)
 fig.suptitle(
     r"Target $(t_1 x_{1,1} + \dots + t_N x_{N,1}) / N$ + noise, $N = 8$ keys, $d = 4$, "
-    "$n = 600$ (one seed)",
-    fontsize=11,
+    "$n = 600$ (one seed)"
 )
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("model_selection.png", dpi=120, bbox_inches="tight")

@@ -129,7 +129,7 @@ styles = {"nuclear": "-", "frobenius": "--"}
 predicted = {"separate": "nuclear", "combined": "frobenius"}
 norm_names = {"nuclear": "nuclear", "frobenius": "Frobenius"}
 fig, (ax_corr, ax_sv) = plt.subplots(
-    1, 2, figsize=(10, 4), layout="constrained", width_ratios=[1.4, 1]
+    1, 2, figsize=(8, 4.4), layout="constrained", width_ratios=[1.4, 1]
 )
 for name, run in runs.items():
     it = run.iterations[1:]
@@ -172,15 +172,14 @@ ax_corr.set_ylim(0, 1.02)
 ax_corr.grid(True, which="major", alpha=0.3)
 ax_sv.set_xlabel("index $k$")
 ax_sv.set_ylabel(r"$\sigma_k(W) / \mathrm{margin}(W)$")
-ax_sv.set_title("first instance, final iterate", fontsize=10)
+ax_sv.set_title("first instance, final iterate")
 ax_sv.grid(True, alpha=0.3)
 handles = ax_corr.get_legend_handles_labels()[0] + [
     h for h in ax_sv.get_legend_handles_labels()[0][2:]
 ]
-fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=9)
+fig.legend(handles=handles, loc="outside lower center", ncol=2)
 fig.suptitle(
-    "Six sequences of four tokens in $\\mathbb{R}^8$: 8 instances, 30,000 steps",
-    fontsize=11,
+    "Six sequences of four tokens in $\\mathbb{R}^8$: 8 instances, 30,000 steps"
 )
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("implicit_bias.png", dpi=120, bbox_inches="tight")
@@ -250,10 +249,9 @@ ax.set_xlabel("coordinate $j$")
 ax.set_ylabel(r"$w_j / \mathrm{margin}(w)$")
 ax.set_title(
     "Diagonal weights: five sequences of three tokens in $\\mathbb{R}^{10}$, "
-    "one instance, 30,000 steps",
-    fontsize=10,
+    "one instance, 30,000 steps"
 )
-fig.legend(loc="outside lower center", ncol=4, fontsize=9)
+fig.legend(loc="outside lower center", ncol=4)
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("implicit_bias_diagonal.png", dpi=120, bbox_inches="tight")
 

@@ -102,14 +102,18 @@ for p in parametrizations:
     )
 
 # %%
-# Left and middle: medians over the three seeds, bands from the lowest to the
-# highest. Right: the attention matrix learned from 4,000 sequences of the
+# Left, above and below: medians over the three seeds, bands from the lowest to
+# the highest. Right: the attention matrix learned from 4,000 sequences of the
 # first seed, with the planted ring's edges marked.
 colors = {"factored": "tab:blue", "full": "tab:orange"}
 labels = {"factored": "factored attention, 1 head", "full": "full couplings (plmDCA)"}
-fig, (ax_loss, ax_corr, ax_map) = plt.subplots(
-    1, 3, figsize=(12, 3.9), layout="constrained", width_ratios=[1, 1, 0.9]
+fig, axes = plt.subplot_mosaic(
+    [["loss", "map"], ["corr", "map"]],
+    figsize=(8, 6),
+    layout="constrained",
+    width_ratios=[1, 1.15],
 )
+ax_loss, ax_corr, ax_map = axes["loss"], axes["corr"], axes["map"]
 for p in parametrizations:
     for ax, values in ((ax_loss, excess[p]), (ax_corr, correlation[p])):
         ax.fill_between(
@@ -122,9 +126,9 @@ guide = np.median(excess["factored"][:, 0]) * train_sizes[0] / train_sizes
 ax_loss.plot(train_sizes, guide, "k--", linewidth=1, label=r"$\propto 1/n$")
 ax_loss.set_yscale("log")
 ax_loss.yaxis.set_minor_formatter(NullFormatter())
-ax_loss.set_ylabel(r"excess test loss $\ell_\mathrm{test} - H$ (nats per site)")
+ax_loss.set_ylabel("excess test loss\n" r"$\ell_\mathrm{test} - H$ (nats per site)")
 ax_corr.set_ylim(0, 1)
-ax_corr.set_ylabel(r"correlation of $\hat J$ with planted $J$")
+ax_corr.set_ylabel("correlation of $\\hat J$\nwith the planted $J$")
 for ax in (ax_loss, ax_corr):
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ScalarFormatter())
@@ -146,14 +150,13 @@ ax_map.scatter(
 )
 ax_map.set_xlabel("site $j$")
 ax_map.set_ylabel("site $i$")
-ax_map.set_title(f"learned $A_{{ij}}$, $n = {train_sizes[-1]}$", fontsize=10)
-fig.colorbar(image, ax=ax_map, shrink=0.8, label="attention weight")
+ax_map.set_title(f"learned $A_{{ij}}$, $n = {train_sizes[-1]}$")
+fig.colorbar(image, ax=ax_map, location="bottom", shrink=0.8, label="attention weight")
 handles = [h for ax in (ax_loss, ax_map) for h in ax.get_legend_handles_labels()[0]]
-fig.legend(handles=handles, loc="outside lower center", ncol=4)
+fig.legend(handles=handles, loc="outside lower center", ncol=2)
 fig.suptitle(
     f"Planted Potts model on a ring, $L = {n_sites}$, $q = {n_states}$: "
-    f"{len(seeds)} seeds, {n_test} test sequences",
-    fontsize=11,
+    f"{len(seeds)} seeds, {n_test} test sequences"
 )
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("potts_planted.png", dpi=120, bbox_inches="tight")

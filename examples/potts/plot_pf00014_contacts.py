@@ -112,7 +112,7 @@ curve = contact_precision(
 )
 
 fig, (ax_map, ax_prec) = plt.subplots(
-    1, 2, figsize=(10.5, 5), layout="constrained", width_ratios=[1.15, 1]
+    1, 2, figsize=(8, 4.6), layout="constrained", width_ratios=[1.1, 1]
 )
 for a, b in ((ci, cj), (cj, ci)):
     ax_map.scatter(b + 1, a + 1, s=22, c="0.82", marker="s", linewidths=0)
@@ -134,19 +134,20 @@ ax_map.set_ylim(n_sites + 1, 0)
 ax_map.set_aspect("equal")
 ax_map.set_xlabel("column $j$")
 ax_map.set_ylabel("column $i$")
-ax_map.set_title(f"top $2L = {2 * n_sites}$ pairs ($|i - j| \\geq 6$)", fontsize=10)
+ax_map.set_title(f"top $2L = {2 * n_sites}$ pairs ($|i - j| \\geq 6$)")
 
 ax_prec.plot(ks, [curve[k] for k in ks], color="tab:blue", label="top-$k$ precision")
 named = {"L/5": n_sites // 5, "L/2": n_sites // 2, "L": n_sites, "2L": 2 * n_sites}
 for label, k in named.items():
     ax_prec.plot(k, precision[label], "o", color="tab:blue")
     ax_prec.annotate(
-        f"${label}$: {precision[label]:.2f}",
+        f"${label}$\n{precision[label]:.2f}",  # on two lines: L/5 and L/2 are close
         (k, precision[label]),
-        xytext=(0, -14),
+        xytext=(0, -6),
         textcoords="offset points",
         ha="center" if k < 2 * n_sites else "right",
-        fontsize=8,
+        va="top",
+        fontsize="small",
     )
 base_rate = contact.sum() / candidate.sum()
 ax_prec.axhline(
@@ -158,11 +159,10 @@ ax_prec.set_xlabel("number of top-scored pairs $k$")
 ax_prec.set_ylabel("precision (contacts < 8 Å)")
 ax_prec.grid(True, alpha=0.3)
 handles = [h for ax in (ax_map, ax_prec) for h in ax.get_legend_handles_labels()[0]]
-fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=9)
+fig.legend(handles=handles, loc="outside lower center", ncol=2)
 fig.suptitle(
     f"PF00014: plmDCA on {len(data.sequences):,} sequences "
-    f"($N_\\mathrm{{eff}}$ = {model.n_eff_:,.0f}), $L = {n_sites}$ columns",
-    fontsize=11,
+    f"($N_\\mathrm{{eff}}$ = {model.n_eff_:,.0f}), $L = {n_sites}$ columns"
 )
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("pf00014_contacts.png", dpi=120, bbox_inches="tight")

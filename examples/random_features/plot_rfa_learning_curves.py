@@ -87,7 +87,7 @@ for (n_keys, name), e in errors.items():
 # The lines are the medians over the three seeds, the bands span the lowest
 # to the highest of them.
 colors = {"RFA": "tab:blue", "BiasedRFA": "tab:green", "RFMLP": "tab:orange"}
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.9), sharey=True, layout="constrained")
 for ax, n_keys in zip(axes, (4, 16), strict=True):
     for name in models:
         e = errors[n_keys, name]
@@ -105,9 +105,7 @@ for ax, n_keys in zip(axes, (4, 16), strict=True):
     ax.grid(True, which="major", alpha=0.3)
 axes[0].set_ylabel(r"test error $\mathrm{MSE} / \mathrm{Var}(y)$")
 fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=4)
-fig.suptitle(
-    "Key-averaged correlation target: median and range of 3 seeds", fontsize=11
-)
+fig.suptitle("Key-averaged correlation target: median and range of 3 seeds")
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("rfa_learning_curves.png", dpi=120, bbox_inches="tight")
 

@@ -87,7 +87,7 @@ learned_attention = model.attention_weights(x)[0][matched.assignment]
 
 fig, axes = plt.subplot_mosaic(
     [["true 1", "learned 1", "curve"], ["true 2", "learned 2", "curve"]],
-    figsize=(10, 6.2),
+    figsize=(8, 6.8),
     layout="constrained",
     width_ratios=[1, 1, 1.3],
 )
@@ -95,11 +95,13 @@ for head in range(2):
     for name, maps in (("true", true_attention), ("learned", learned_attention)):
         ax = axes[f"{name} {head + 1}"]
         image = ax.imshow(maps[head], vmin=0, vmax=1, cmap="viridis")
-        ax.set_title(f"{name} attention, head {head + 1}", fontsize=9)
+        ax.set_title(f"{name}, head {head + 1}")
         ax.set_xticks(range(0, 8, 2))
         ax.set_yticks(range(0, 8, 2))
-        ax.set_xlabel("key token $b$")
-        ax.set_ylabel("output token $a$")
+        if head == 1:  # the axes' labels once, along the bottom and the left
+            ax.set_xlabel("key token $b$")
+        if name == "true":
+            ax.set_ylabel("output token $a$")
 fig.colorbar(
     image,
     ax=[axes[k] for k in ("true 2", "learned 2")],
@@ -111,13 +113,13 @@ curve = axes["curve"]
 curve.semilogy(np.arange(1, len(model.loss_curve_) + 1), model.loss_curve_)
 curve.set_xlabel("L-BFGS iteration")
 curve.set_ylabel("training objective")
-curve.set_title(f"kept start ({model.n_iter_} iterations)", fontsize=9)
+curve.set_title(f"kept start ({model.n_iter_} iterations)")
 curve.grid(True, which="major", alpha=0.3)
 mantissa, exponent = f"{relative_error:.1e}".split("e")
 fig.suptitle(
-    "Planted 2-head layer, $d = k = 8$, $n = 1000$: test relative error "
-    f"$\\|\\hat F - F\\|^2 / \\|F\\|^2 = {mantissa} \\times 10^{{{int(exponent)}}}$",
-    fontsize=11,
+    "Planted 2-head layer, $d = k = 8$, $n = 1000$\n"
+    "test relative error "
+    f"$\\|\\hat F - F\\|^2 / \\|F\\|^2 = {mantissa} \\times 10^{{{int(exponent)}}}$"
 )
 if "sphinx_gallery" not in sys.modules:  # run as a script: save the figure
     fig.savefig("mha_planted.png", dpi=120, bbox_inches="tight")
