@@ -415,7 +415,8 @@ class _SequenceModelMixin:
         -------
         scores : ndarray of shape (n_samples,)
             ``(1 / L) sum_i log p(s_i | s_-i)``; a CuPy array when
-            ``device=None`` and ``X`` is one.
+            ``device=None`` and ``X`` is one. With a ``missing_state``, the
+            mean over the sites present (NaN for a sequence with none).
         """
         log_p, codes, device = self._log_conditionals(X)
         xp = device.xp
