@@ -293,8 +293,9 @@ def _curve(ax, x, y, *, low=None, high=None, n_seeds=1, **kwargs):
     return line
 
 
-def _figure_legend(fig, *, ncols=None, order=(), **kwargs):
-    """One legend for the whole figure, below the panels (off the data).
+def _figure_legend(fig, *, ncols=None, order=(), fontsize=8, **kwargs):
+    """One legend for the whole figure (or subfigure), below its panels (off
+    the data).
 
     Each label once, from the artists drawn in the axes (lines without data
     are skipped): those in ``order`` first, the others in drawing order.
@@ -324,7 +325,7 @@ def _figure_legend(fig, *, ncols=None, order=(), **kwargs):
         labels,
         loc="outside lower center",
         ncols=ncols,
-        fontsize=8,
+        fontsize=fontsize,
         frameon=False,
         **kwargs,
     )

@@ -1,9 +1,10 @@
 """The reproductions' figures and summaries, drawn from small hand-made tables.
 
-The house style: no empty panel, one legend per figure (each entry a drawn
-artist), no colliding tick labels, bands and "±" only over several seeds, and
-a caption that says how many seeds. The tables are built here, not run, so
-these tests take a second or two.
+The house style: no empty panel, no legend on a panel, one legend per figure
+or one per part of it (a subfigure; each entry a drawn artist), no colliding
+tick labels, bands and "±" only over several seeds, and a caption that says
+how many seeds. The tables are built here, not run, so these tests take a
+second or two.
 """
 
 import copy
@@ -259,16 +260,29 @@ def _check_house_style(fig):
             ]
             for a, b in itertools.combinations(boxes, 2):
                 assert not a.overlaps(b), (ax.get_title(), axis.axis_name)
-    # One legend for the figure; each entry names an artist drawn with data.
-    assert len(fig.legends) == 1
+    # One legend for the figure, or one below each part of it (none then for
+    # the figure); each entry names an artist drawn with data.
+    legends = _legends(fig)
+    if fig.subfigs and not fig.legends:
+        assert all(len(sub.legends) == 1 for sub in fig.subfigs)
+    else:
+        assert len(legends) == 1
     drawn = {}
     for ax in axes:
         for artist in ax.get_children():
             if _has_points(artist):
                 drawn.setdefault(artist.get_label(), artist)
-    for text in fig.legends[0].get_texts():
-        assert text.get_text() in drawn, text.get_text()
+    for legend in legends:
+        for text in legend.get_texts():
+            assert text.get_text() in drawn, text.get_text()
     assert "seed" in fig._suptitle.get_text()
+
+
+def _legends(fig):
+    """The legends of a figure and of its subfigures."""
+    return list(fig.legends) + [
+        legend for sub in fig.subfigs for legend in _legends(sub)
+    ]
 
 
 def _bands(fig):
@@ -306,7 +320,9 @@ def test_rfa_figure_and_summary(n_seeds):
         assert f"$n^*$: $t$ {text}" in ax.get_title()
     n_star_axes = fig.axes[4:6]
     assert [ax.get_xlabel()[:3] for ax in n_star_axes] == ["$N$", "$d$"]
-    labels = {text.get_text() for text in fig.legends[0].get_texts()}
+    labels = {
+        text.get_text() for legend in _legends(fig) for text in legend.get_texts()
+    }
     assert {"threshold 0.6", "RFA, softmax", "RFA, $d = 2$", "$n = 64$"} <= labels
     summary = format_rfa_summary(tables)
     assert ("\u00b1" in summary) == (n_seeds > 1)

@@ -29,6 +29,7 @@ _SVM_STYLE = {"nuc": "-", "fro": "--"}
 
 
 _MAX_DIGITS = 1e300
+_TITLE_SIZE = 9
 
 
 def _loss_gap_axis(ax):
@@ -58,7 +59,8 @@ def _loss_gap_axis(ax):
 def plot_implicit_bias(tables, path=None):
     r"""Draw the figure of :func:`run_implicit_bias`'s tables.
 
-    One row per structure (diagonal, full), against the iteration: the loss
+    One column per structure (diagonal, full), from top to bottom against
+    the iteration: the loss
     gap :math:`L - L^*` (median, and quartiles when several runs reach
     :math:`L^*`, over the runs that do; its axis is log-log, as the gap
     falls to :math:`10^{-10^{40}}`; the title counts the runs that reach
@@ -68,7 +70,7 @@ def plot_implicit_bias(tables, path=None):
     over their optima, once every run has a positive margin; and the
     singular values of ``W / margin`` at the end against those of the SVM
     solutions (for diagonal weights: the sorted :math:`|w_j|`). When the
-    tables hold the theorem study, a last row shows the same three panels for
+    tables hold the theorem study, a last column shows the same three panels for
     its runs (full matrices, equal non-optimal scores, against the SVMs of the
     optimal tokens) and, per seed in increasing order, the distance ``1 -
     corr`` of each run from its predicted limit (separate: the nuclear-norm
@@ -109,9 +111,13 @@ def plot_implicit_bias(tables, path=None):
     panels = [(traj, s, f"{s} $W$") for s in structures]
     if theorem:
         panels.append((theorem, "full", "full $W$, equal scores"))
-    n_rows = max(len(panels), 1)
-    fig = _figure(14.0, 3.3 * n_rows + 1.2)
-    axes = fig.subplots(n_rows, 4, squeeze=False)
+    # A column per row of ``panels`` (at most three), its four panels stacked:
+    # scaled to a page column, a figure this wide keeps its text readable.
+    n_cols = max(len(panels), 1)
+    fig = _figure(3.6 * n_cols, 3.0 * 4 + 1.6)
+    grid = fig.add_gridspec(4, n_cols)
+    # Added a column at a time: fig.axes lists each column's panels together.
+    axes = [[fig.add_subplot(grid[k, i]) for k in range(4)] for i in range(n_cols)]
     sizes = []
     for i, (rows_all, s, name) in enumerate(panels):
         ax_loss, ax_corr, ax_ratio, ax_sv = axes[i]
@@ -138,14 +144,20 @@ def plot_implicit_bias(tables, path=None):
     steps = max((r["iteration"] for r in counted), default=0)
     _caption(
         fig,
-        "Implicit bias of softmax attention (Sheen et al., 2024): separate "
+        "Implicit bias of softmax attention (Sheen et al., 2024):\nseparate "
         r"$(K, Q)$ $\to$ nuclear ($\ell_1$) max margin, combined $W$ $\to$ "
         r"Frobenius ($\ell_2$) max margin",
-        "; ".join(sizes)
-        + f"; {n_seeds} (an instance each), {steps} steps"
-        + ("; bands: ± one std (loss gap: quartiles)" if several else ""),
+        # Short lines: the caption is no wider than the panels below it.
+        "\n".join(
+            ["; ".join(s for s in sizes if not s.startswith("equal"))]
+            + [s for s in sizes if s.startswith("equal")]
+            + [
+                f"{n_seeds} (an instance each), {steps} steps"
+                + ("; bands: ± one std (loss gap: quartiles)" if several else "")
+            ]
+        ),
     )
-    _figure_legend(fig, ncols=4, order=list(_LABELS.values()))
+    _figure_legend(fig, ncols=3, order=list(_LABELS.values()), fontsize=9)
     _save(fig, path)
     return fig
 
@@ -179,19 +191,20 @@ def _plot_training_row(ax_loss, ax_corr, ax_ratio, rows_s, s, name):
     ax_loss.set_ylabel(r"$-\log_{10}(L - L^*)$")
     ax_loss.set_title(
         f"{name}: loss gap $L - L^* = 10^{{-y}}$\nreaching $L^*$: {', '.join(reached)}",
-        fontsize=9,
+        fontsize=_TITLE_SIZE,
     )
     ax_corr.set_ylim(max(0.0, ax_corr.get_ylim()[0]), 1.01)
     ax_corr.set_ylabel("correlation with the SVM solution")
     against = f"vs {nuc} (solid), {fro} (dashed) SVM"
     ax_corr.set_title(
-        f"{name} {against}" if len(name) < 16 else f"{name}\n{against}", fontsize=9
+        f"{name} {against}" if len(name) < 16 else f"{name}\n{against}",
+        fontsize=_TITLE_SIZE,
     )
     ax_ratio.set_ylim(0.95, 3.0)
     _log_axis(ax_ratio, "y", ticks=(1.0, 1.25, 1.5, 2.0, 3.0))
     ax_ratio.axhline(1.0, color="k", linewidth=0.8)
     ax_ratio.set_ylabel("norm / margin over its optimum")
-    ax_ratio.set_title("norm / margin, once all margins > 0", fontsize=9)
+    ax_ratio.set_title("norm / margin, once all margins > 0", fontsize=_TITLE_SIZE)
 
 
 # The theorem's limit of each parametrization: the SVM whose correlation the
@@ -241,7 +254,7 @@ def _plot_theorem_ends(ax, final):
     ax.set_title(
         "at the end: $(K, Q)$ vs nuclear, $W$ vs Frobenius SVM\nof the optimal "
         "tokens, per seed (sorted)",
-        fontsize=9,
+        fontsize=_TITLE_SIZE,
     )
     ax.grid(True, which="major", alpha=0.3)
 
@@ -339,5 +352,5 @@ def _plot_spectra(ax, spectra, structure):
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_xlabel("index (largest first)")
     ax.set_ylabel("singular value of $W$ / margin")
-    ax.set_title("spectra at the end (mean over seeds)", fontsize=9)
+    ax.set_title("spectra at the end (mean over seeds)", fontsize=_TITLE_SIZE)
     ax.grid(True, alpha=0.3)

@@ -21,6 +21,14 @@ _COLORS = {"RFA": "tab:blue", "BiasedRFA": "tab:orange", "RFMLP": "tab:green"}
 # Targets in the degree panels: a colour per degree, the power t^3 in grey.
 _TARGET_COLORS = ("tab:purple", "tab:red", "tab:brown", "tab:pink", "tab:olive")
 _STYLES = ("-", "--", ":", "-.")
+# The docs show the figure scaled to a page column (about 900 px): at most
+# three panels a row on a figure of this width keep 10-pt ticks and labels and
+# 9-pt titles and legends readable there.
+_WIDTH = 10.5
+_MAX_COLS = 3
+_PANEL_HEIGHT = 3.3
+_TITLE_SIZE = 9
+_LEGEND_SIZE = 9
 
 
 def _target_math(label):
@@ -86,12 +94,12 @@ def _target_style(target, targets):
 def plot_rfa(tables, path=None):
     r"""Draw the figure of :func:`run_rfa`'s tables.
 
-    Top row (the degree table): the normalised test error against ``n``
-    (log-log), one panel per model (the paper's models, then the contrast
-    without the constant in the scores), a line per target (a colour per
-    degree, grey for :math:`t^3`), the dashed line the threshold of ``n*``
-    (given in the panel's title per target) and the dotted line at 1 the
-    error of predicting the mean. Middle row: ``n*`` of RFA (solid) and
+    At most three panels a row. Top (the degree table): the normalised test
+    error against ``n`` (log-log), one panel per model (the paper's models,
+    then the contrasts without the constant in the scores), a line per target
+    (a colour per degree, grey for :math:`t^3`), the dashed line the threshold
+    of ``n*`` (given in the panel's title per target) and the dotted line at 1
+    the error of predicting the mean. Next row: ``n*`` of RFA (solid) and
     RFMLP (dashed) against the number of keys ``N`` (a colour per ``d``) and
     against ``d`` (a colour per ``N``), the median over the seeds, with open
     markers at the largest size where it is not reached; BiasedRFA's paired
@@ -100,9 +108,9 @@ def plot_rfa(tables, path=None):
     against :math:`\gamma` (a shade per ``n``), against BiasedRFA's mean
     scale :math:`\mu`, and RFA's error with ReLU and softmax weights per
     target at the largest ``n``. Bands (or error bars) are ± one standard
-    deviation over the repetitions, when there are several; one legend for
-    the figure, below the panels; the title states the sizes and the number
-    of seeds.
+    deviation over the repetitions, when there are several; each of the
+    three parts has its legend below it; the title states the sizes and the
+    number of seeds.
 
     matplotlib is imported here, not with the module; no pyplot state or
     interactive backend is used.
@@ -134,30 +142,56 @@ def plot_rfa(tables, path=None):
     variants = list(dict.fromkeys((r["model"], r["qk_bias"]) for r in degree))
     middle = 2 * bool(scaling) + bool(ratio_rows)
     bottom = bool(gamma_rows) + bool(mean_scale) + bool(softmax)
-    rows = [n for n in (len(variants), middle, bottom) if n]
-    n_cols = max(rows, default=1)
-    fig = _figure(3.2 * n_cols, 3.1 * max(len(rows), 1) + 1.2)
-    panels = fig.subfigures(len(rows), 1, squeeze=False)[:, 0] if rows else []
+    # Blocks of panels, each a subfigure with its own legend below it: the
+    # degree panels wrap onto rows of at most three (two and two for four).
+    degree_cols = 2 if len(variants) == 4 else min(len(variants), _MAX_COLS)
+    degree_rows = -(-len(variants) // _MAX_COLS)
+    blocks = [n for n in (degree_rows if variants else 0, middle, bottom) if n]
+    heights = [
+        (degree_rows if k == 0 and variants else 1) * _PANEL_HEIGHT + 0.9
+        for k in range(len(blocks))
+    ]
+    fig = _figure(_WIDTH, sum(heights) + 1.0)
+    panels = (
+        fig.subfigures(len(blocks), 1, squeeze=False, height_ratios=heights)[:, 0]
+        if blocks
+        else []
+    )
     panels = iter(panels)
     if variants:
+        sub = next(panels)
         _plot_degree(
-            next(panels), degree, tables.get("degree_thresholds") or [], variants
+            sub,
+            degree,
+            tables.get("degree_thresholds") or [],
+            variants,
+            degree_rows,
+            degree_cols,
         )
+        _figure_legend(sub, ncols=4, fontsize=_LEGEND_SIZE)
     if middle:
-        axes = list(next(panels).subplots(1, middle, squeeze=False)[0])
+        sub = next(panels)
+        axes = list(sub.subplots(1, _MAX_COLS, squeeze=False)[0])
+        for ax in axes[middle:]:
+            ax.remove()
         if scaling:
             _plot_n_star(axes.pop(0), scaling, "N", "d")
             _plot_n_star(axes.pop(0), scaling, "d", "N")
         if ratio_rows:
             _plot_ratios(axes.pop(0), ratio_rows)
+        _figure_legend(sub, ncols=4, fontsize=_LEGEND_SIZE)
     if bottom:
-        axes = list(next(panels).subplots(1, bottom, squeeze=False)[0])
+        sub = next(panels)
+        axes = list(sub.subplots(1, _MAX_COLS, squeeze=False)[0])
+        for ax in axes[bottom:]:
+            ax.remove()
         if gamma_rows:
             _plot_gamma(axes.pop(0), gamma_rows)
         if mean_scale:
             _plot_mean_scale(axes.pop(0), mean_scale)
         if softmax:
             _plot_softmax(axes.pop(0), softmax)
+        _figure_legend(sub, ncols=6, fontsize=_LEGEND_SIZE)
 
     every = degree + scaling + biased + mean_scale + softmax
     seeds = _seeds_text(r["n_seeds"] for r in every)
@@ -169,7 +203,6 @@ def plot_rfa(tables, path=None):
         f"mean over {seeds}{spread}; $n$ training samples; every model of a "
         "panel with the same number of trained weights",
     )
-    _figure_legend(fig, ncols=6)
     _save(fig, path)
     return fig
 
@@ -180,13 +213,18 @@ def _variant_title(model, qk_bias):
     return model
 
 
-def _plot_degree(fig, rows, thresholds, variants):
-    """A panel per model variant: the error against n, a line per target."""
+def _plot_degree(fig, rows, thresholds, variants, n_rows, n_cols):
+    """A panel per model variant: the error against n, a line per target, on
+    ``n_rows`` rows of ``n_cols`` panels sharing their y axis."""
     targets = list(dict.fromkeys(r["target"] for r in rows))
     sizes = sorted({r["n_train"] for r in rows})
     needed = {(r["target"], r["model"], r["qk_bias"]): r for r in thresholds}
     threshold = thresholds[0]["threshold"] if thresholds else None
-    axes = fig.subplots(1, len(variants), squeeze=False, sharey="row")[0]
+    grid = fig.add_gridspec(n_rows, n_cols)
+    axes = []
+    for k in range(len(variants)):
+        share = axes[0] if axes else None
+        axes.append(fig.add_subplot(grid[k // n_cols, k % n_cols], sharey=share))
     for j, (ax, (model, qk_bias)) in enumerate(zip(axes, variants, strict=True)):
         ax.set_yscale("log")
         _reference_lines(ax, threshold)
@@ -215,10 +253,10 @@ def _plot_degree(fig, rows, thresholds, variants):
             ]
             lines = [", ".join(entries[i : i + 3]) for i in range(0, len(entries), 3)]
             title += "\n$n^*$: " + ",\n".join(lines)
-        ax.set_title(title, fontsize=8)
+        ax.set_title(title, fontsize=_TITLE_SIZE)
         ax.grid(True, which="major", alpha=0.3)
         ax.set_xlabel("$n$ (training samples)")
-        if j == 0:
+        if j % n_cols == 0:
             ax.set_ylabel("test MSE / Var($y$)")
     for ax in axes:
         _log_axis(ax, "x", ticks=sizes)
@@ -298,9 +336,9 @@ def _plot_n_star(ax, rows, axis, other):
     ax.set_xlabel(f"${axis}$ ({'keys' if axis == 'N' else 'token dimension'})")
     ax.set_ylabel("$n^*$ (median over seeds)")
     ax.set_title(
-        f"$n^*$ against ${axis}$ (solid RFA, dashed RFMLP; bars: range)\n"
+        f"$n^*$ against ${axis}$\nsolid RFA, dashed RFMLP; bars: range\n"
         f"open $\\wedge$: not reached by $n = {largest}$",
-        fontsize=8,
+        fontsize=_TITLE_SIZE,
     )
     ax.grid(True, which="major", alpha=0.3)
     _log_axis(ax, "x", ticks=sorted({r[axis] for r in rows}))
@@ -333,9 +371,9 @@ def _plot_ratios(ax, rows):
     ax.set_xlabel("$n$ (training samples)")
     ax.set_ylabel("error BiasedRFA / error RFA")
     ax.set_title(
-        "BiasedRFA against RFA (paired): below 1, BiasedRFA better\n"
+        "BiasedRFA against RFA (paired)\nbelow 1: BiasedRFA better\n"
         "colour: target, style: $d$",
-        fontsize=8,
+        fontsize=_TITLE_SIZE,
     )
     ax.grid(True, which="major", alpha=0.3)
     _log_axis(ax, "x", ticks=sorted({r["n_train"] for r in rows}))
@@ -365,7 +403,7 @@ def _ratio_against(ax, rows, x_of, column, title, xlabel):
         )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("error BiasedRFA / error RFA")
-    ax.set_title(f"{title}\n(paired; shade: $n$)", fontsize=8)
+    ax.set_title(f"{title}\n(paired; shade: $n$)", fontsize=_TITLE_SIZE)
     ax.grid(True, which="major", alpha=0.3)
     _log_axis(ax, "y")
 
@@ -431,9 +469,9 @@ def _plot_softmax(ax, rows):
                 elinewidth=1,
                 capsize=2,
             )
-    ax.set_xticks(x, [_target_short(r["target"]) for r in sel], fontsize=8)
+    ax.set_xticks(x, [_target_short(r["target"]) for r in sel])
     ax.set_ylabel("test MSE / Var($y$)")
-    ax.set_title(f"ReLU against softmax attention, $n = {size}$", fontsize=8)
+    ax.set_title(f"ReLU against softmax attention, $n = {size}$", fontsize=_TITLE_SIZE)
     ax.grid(True, which="major", axis="y", alpha=0.3)
     _log_axis(ax, "y")
 
