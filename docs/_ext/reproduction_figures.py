@@ -1,12 +1,12 @@
 """The reproductions' figures, drawn from their committed tables at build time.
 
 ``python -m sklearn_attn reproduce NAME`` writes its tables as CSV files and draws
-its figure from them. The tables of each default run are committed under
-``benchmarks/results/reproduce/NAME/`` (the figures are not); when the
+its figure from them. The tables of each default run are committed with the
+project's other results (see ``RESULTS``; the figures are not); when the
 documentation is built, this extension reads those tables back and calls the same
 ``plot_*`` function of :mod:`sklearn_attn.experiments`, so the figure on each
-reproduction's page is the one the command draws from those tables. It takes a few
-seconds: no experiment is run.
+reproduction's page is the one the command draws from those tables. Only plotting
+is done: no experiment is run.
 
 The figures are written to ``docs/generated/reproduce/PREFIX.png`` (``generated/``
 is not committed) and included with ``.. figure:: /generated/reproduce/PREFIX.png``,

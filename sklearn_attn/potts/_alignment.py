@@ -394,3 +394,27 @@ def _close_counts(onehot_columns, multiplicity, min_agree):
 
 # ---------------------------------------------------------------------------
 # Contact scores
+
+
+def _state_frequencies(codes, weights, n_states):
+    """Weighted frequency of each state at each site, shape (L * q,).
+
+    With missing sites (code ``-1``), the frequencies of a site are those of
+    the sequences that have it, as plmc's ``-g`` counts them (uniform where no
+    sequence has it).
+    """
+    n_sites = codes.shape[1]
+    present = codes >= 0
+    flat = np.where(present, codes, 0) + n_states * np.arange(n_sites)
+    counts = np.bincount(
+        flat.ravel(),
+        weights=(weights[:, None] * present).ravel(),
+        minlength=n_sites * n_states,
+    )
+    if present.all():
+        return counts / weights.sum()
+    counts = counts.reshape(n_sites, n_states)
+    totals = counts.sum(axis=1, keepdims=True)
+    frequencies = np.full(counts.shape, 1.0 / n_states)
+    np.divide(counts, totals, out=frequencies, where=totals > 0)
+    return frequencies.ravel()

@@ -29,6 +29,7 @@ from .._backend import (
     to_device,
     to_host,
 )
+from ._alignment import _state_frequencies
 from ._mean_field import mean_field_couplings
 from ._memory import estimate_fit_memory, memory_error
 from ._model import (
@@ -57,30 +58,6 @@ _ENCODING_STATE = (
     "n_features_in_",
     "feature_names_in_",
 )
-
-
-def _state_frequencies(codes, weights, n_states):
-    """Weighted frequency of each state at each site, shape (L * q,).
-
-    With missing sites (code ``-1``), the frequencies of a site are those of
-    the sequences that have it, as plmc's ``-g`` counts them (uniform where no
-    sequence has it).
-    """
-    n_sites = codes.shape[1]
-    present = codes >= 0
-    flat = np.where(present, codes, 0) + n_states * np.arange(n_sites)
-    counts = np.bincount(
-        flat.ravel(),
-        weights=(weights[:, None] * present).ravel(),
-        minlength=n_sites * n_states,
-    )
-    if present.all():
-        return counts / weights.sum()
-    counts = counts.reshape(n_sites, n_states)
-    totals = counts.sum(axis=1, keepdims=True)
-    frequencies = np.full(counts.shape, 1.0 / n_states)
-    np.divide(counts, totals, out=frequencies, where=totals > 0)
-    return frequencies.ravel()
 
 
 class PottsPseudoLikelihood(

@@ -239,7 +239,7 @@ def test_fitted_objective_and_predictions_match_the_loops(global_random_seed):
 def test_frequencies_and_weights_of_a_gapped_fit(global_random_seed):
     """plmc's -g: the start's frequencies condition on the site being present;
     the identity reweighting counts two gaps as agreeing."""
-    from sklearn_attn.potts._estimator import _state_frequencies
+    from sklearn_attn.potts._alignment import _state_frequencies
 
     rng = np.random.default_rng(global_random_seed)
     codes = _gapped_codes(rng)
