@@ -75,6 +75,14 @@ def _timed(command, cwd):
     }
 
 
+def _plmc_objective(stderr):
+    """plmc's objective ``fx`` at its last iteration, from its progress table
+    (``iter time cond fx -loglk ||h|| ||e||``)."""
+    rows = [line.split() for line in stderr.splitlines()]
+    rows = [row for row in rows if len(row) == 7 and row[0].isdigit()]
+    return float(rows[-1][3]) if rows else None
+
+
 def _plmc_scores(path, n_sites):
     """plmc's APC-corrected coupling scores as an (L, L) matrix."""
     scores = np.zeros((n_sites, n_sites))
@@ -183,6 +191,9 @@ def compare(plmc, name, alignment, distances, folder, max_iter, gaps_ignore=Fals
     ours_run["precision"] = contact_precision(
         _our_scores(ours_dir, n_sites), *known, top=top
     )
+    plmc_run["objective"] = _plmc_objective(plmc_run["stderr_tail"])
+    ours_run["objective"] = summary["objective"]
+    ours_run["algorithm"] = summary.get("algorithm", "dense")
     ours_run["iterations"] = summary["iterations"]
     ours_run["timings_s"] = summary["timings_s"]
     return {

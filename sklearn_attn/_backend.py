@@ -46,6 +46,7 @@ __all__ = [
     "DeviceCacheMixin",
     "limit_optimizer_blas",
     "cpu_workers",
+    "blas_threads",
     "Workers",
     "chunk_bytes",
     "fast_take_options",
@@ -187,14 +188,23 @@ def cpu_workers(n_threads=None):
     """
     controller = _blas_controller()
     if n_threads is None:
-        counts = [lib.num_threads for lib in controller.lib_controllers]
-        n_threads = max(1, min(counts)) if counts else os.cpu_count() or 1
+        n_threads = blas_threads()
     with controller.limit(limits=1):
         if n_threads <= 1:
             yield None
             return
         with ThreadPoolExecutor(n_threads) as executor:
             yield Workers(executor, n_threads)
+
+
+def blas_threads():
+    """The BLAS thread count in force: the fewest of the loaded BLAS libraries.
+
+    Follows ``threadpoolctl.threadpool_limits`` (and a joblib worker's limit
+    of one thread), so compiled kernels run on as many threads as BLAS would.
+    """
+    counts = [lib.num_threads for lib in _blas_controller().lib_controllers]
+    return max(1, min(counts)) if counts else os.cpu_count() or 1
 
 
 @functools.cache

@@ -217,6 +217,14 @@ def add_parser(subparsers):
         help="'cpu', 'cuda' or 'cuda:N' (default: cpu)",
     )
     parser.add_argument(
+        "--algorithm",
+        choices=("auto", "gather", "dense"),
+        default="auto",
+        help="how the fit computes its products: gathers from the codes (CPU, "
+        "needs numba: the fast extra), dense one-hot products, or auto: gather "
+        "on the CPU when numba is installed (default: auto)",
+    )
+    parser.add_argument(
         "--random-state",
         type=int,
         default=0,
@@ -552,6 +560,7 @@ def _fit(alignment, weights, args, progress):
         random_state=args.random_state,
         verbose=0 if args.quiet else 10,
         device=args.device,
+        algorithm=args.algorithm,
     )
     progress(
         f"fitting the {args.model} model (max_iter={model.max_iter}, "
@@ -666,6 +675,7 @@ def _summary(
         "max_iter": model.max_iter,
         "iterations": model.n_iter_,
         "objective": model.objective_,
+        "algorithm": model.algorithm_,
         "converged": converged,
         "wall_time_s": wall,
         "timings_s": timings,

@@ -30,6 +30,7 @@ from .._backend import (
     to_host,
 )
 from ._alignment import _state_frequencies
+from ._gather import available as gather_available
 from ._mean_field import mean_field_couplings
 from ._memory import estimate_fit_memory, memory_error
 from ._model import (
@@ -191,6 +192,14 @@ class PottsPseudoLikelihood(
         ``fit``, the predictions, and the Gibbs sampler of :meth:`sample`.
         ``None`` follows the input (CuPy codes in, CuPy out); the optimiser's
         state stays on the host.
+    algorithm : {"auto", "gather", "dense"}, default="auto"
+        How ``fit`` computes the objective's two big products (see
+        :ref:`the user guide <potts_algorithm>`). ``"gather"``: sums of rows
+        gathered by the sequences' codes, by compiled kernels (numba, the
+        ``fast`` extra; CPU only); ``"dense"``: products of one-hot blocks by
+        BLAS (or cuBLAS). ``"auto"``: ``"gather"`` on the CPU when numba is
+        installed, else ``"dense"``. Both minimise the same objective; their
+        results differ by float32 rounding only.
 
     Attributes
     ----------
@@ -224,6 +233,9 @@ class PottsPseudoLikelihood(
         (``unknown_letters="drop"``); 0 for integer codes.
     objective_ : float
         plmc's objective at the solution, in plmc's units.
+    algorithm_ : str
+        The algorithm the last call to ``fit`` used, ``"gather"`` or
+        ``"dense"``.
     n_iter_ : int
         Number of L-BFGS iterations of the kept start of the last call to
         ``fit``. A kept start that stops at ``max_iter`` before reaching
@@ -291,6 +303,7 @@ class PottsPseudoLikelihood(
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "device": [str, None],
+        "algorithm": [StrOptions({"auto", "gather", "dense"})],
     }
 
     def __init__(
@@ -315,6 +328,7 @@ class PottsPseudoLikelihood(
         verbose=0,
         warm_start=False,
         device=None,
+        algorithm="auto",
     ):
         self.parametrization = parametrization
         self.n_heads = n_heads
@@ -335,6 +349,7 @@ class PottsPseudoLikelihood(
         self.verbose = verbose
         self.warm_start = warm_start
         self.device = device
+        self.algorithm = algorithm
 
     # -- fit ------------------------------------------------------------------
     def _make_parametrization(self, n_sites, n_states):
@@ -392,6 +407,7 @@ class PottsPseudoLikelihood(
             how many iterations were done.
         """
         device = resolve_device(self.device, X)
+        algorithm = self._resolved_algorithm(device)
         previous = self._previous_fit()
         # Encoding with reset=True replaces these; a warm start that finds X
         # incompatible puts them back, so the fitted model stays consistent.
@@ -430,6 +446,7 @@ class PottsPseudoLikelihood(
                 n_states,
                 dtype=_PRODUCT_DTYPE,
                 xp=xp,
+                gather=algorithm == "gather",
             )
             runs = []
             for initial in self._starts(
@@ -450,7 +467,27 @@ class PottsPseudoLikelihood(
         free_device_memory(device)
         run = self._keep_best_run(runs)
         self._store(parametrization, run["theta"])
+        self.algorithm_ = algorithm
         return self
+
+    def _resolved_algorithm(self, device):
+        """``algorithm`` with ``"auto"`` resolved for ``device``; checked
+        before any work."""
+        if self.algorithm == "dense":
+            return "dense"
+        if self.algorithm == "auto":
+            return "gather" if device.kind == "cpu" and gather_available() else "dense"
+        if device.kind != "cpu":
+            raise ValueError(
+                "algorithm='gather' computes on the CPU only; use algorithm="
+                f"'dense' or 'auto' on device={self.device!r}."
+            )
+        if not gather_available():
+            raise ImportError(
+                "algorithm='gather' needs numba: pip install 'sklearn-attn[fast]', "
+                "or use algorithm='dense'."
+            )
+        return "gather"
 
     def _check_memory(self, device, n_rows, n_sites, n_states):
         """Stop before any work when the fit's arrays cannot fit in memory."""

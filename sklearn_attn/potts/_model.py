@@ -1,5 +1,11 @@
 """Pseudo-likelihood of generalized Potts models: conditionals, objective, gradients.
 
+One topic, the objective and its gradient: the data term (by one-hot products
+or by gathers), the two parametrizations whose chain rule maps to it, and the
+function that joins them; they change together and are tested together
+against the same loops and finite differences. The compiled loops of the
+gathers are apart, in ``_gather.py``.
+
 A model on ``L`` sites with ``q`` states has couplings ``J[i, a, j, b]`` (zero
 diagonal blocks) and fields ``h[i, a]``; the conditional of site ``i`` is
 
@@ -17,7 +23,9 @@ pseudo-log-likelihood with respect to ``J_mat`` is another,
 ``(P - X).T @ diag(w) @ X``. Every parametrization (the full plmDCA tensor, or
 factored self-attention ``J = sum_h A^h (x) V^h``) maps its parameters to
 ``(J_mat, h)`` and pulls the gradient back by the chain rule, so there is one
-numerical core. Nothing here knows about scikit-learn; arrays go through ``xp``
+numerical core. On the CPU the two products can also be gathers from the codes
+(``OneHotRows(gather=True)``, the kernels of ``_gather.py``), which skip the
+zeros of ``X``. Nothing here knows about scikit-learn; arrays go through ``xp``
 (NumPy or CuPy).
 
 The objective is plmc's, in its units: ``-sum_s w_s sum_i log p(s_i | s_-i)``
@@ -29,7 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backend import chunk_bytes
+from .._backend import blas_threads, chunk_bytes
+from . import _gather
 
 __all__ = [
     "one_hot",
@@ -101,11 +110,29 @@ class OneHotRows:
         Rows per block; ``None`` chooses blocks of about 4 MB on the CPU (the
         backend's chunk size on a GPU).
     xp : array module, default=numpy
+    gather : bool, default=False
+        Whether the products are gathers from the codes by compiled kernels
+        (:mod:`._gather`, NumPy and numba only) instead of one-hot products;
+        the kernels then run on as many threads as BLAS would.
     """
 
     def __init__(
-        self, codes, weights, n_states, *, dtype=np.float64, block_rows=None, xp=np
+        self,
+        codes,
+        weights,
+        n_states,
+        *,
+        dtype=np.float64,
+        block_rows=None,
+        xp=np,
+        gather=False,
     ):
+        if gather and xp is not np:
+            raise ValueError("gather=True computes on the CPU: xp must be numpy.")
+        if gather and not _gather.available():
+            raise ImportError(
+                "gather=True needs numba: pip install 'sklearn-attn[fast]'."
+            )
         self.codes = codes
         self.weights = weights
         self.n_states = n_states
@@ -119,6 +146,55 @@ class OneHotRows:
         self.xp = xp
         #: Whether some site of some sequence is missing (code ``-1``).
         self.has_missing = bool((codes < 0).any())
+        self.gather = bool(gather)
+        self.n_threads = blas_threads() if self.gather else 1
+        self._buffers = {}
+        self._gather_blocks = {}
+
+    def buffer(self, name, shape, dtype):
+        """A scratch array named ``name``, kept for the next call with the same
+        shape and dtype: evaluations of the objective then reuse its memory
+        instead of paging in a fresh array each time. Its content is
+        whatever the last user left."""
+        key = (name, tuple(shape), np.dtype(dtype))
+        if key not in self._buffers:
+            self._buffers[key] = self.xp.empty(shape, dtype)
+        return self._buffers[key]
+
+    def gather_blocks(self, block_rows):
+        """``(weights, positions, present, sites, groups)`` of each block of
+        ``block_rows`` rows, for the gather kernels; made once and kept.
+
+        ``positions`` and ``present`` are those of :meth:`blocks`; ``sites``
+        (int32) are the same columns with ``L q`` (the panels' zero row)
+        at the missing sites, and ``groups`` the block's
+        :func:`~._gather.site_groups`.
+        """
+        step = max(int(block_rows), 1)
+        if step not in self._gather_blocks:
+            n_sites = self.codes.shape[1]
+            offsets = self.n_states * np.arange(n_sites)
+            blocks = []
+            for start in range(0, self.n_rows, step):
+                block = self.codes[start : start + step]
+                positions = block + offsets
+                present = None
+                sites = positions
+                if self.has_missing:
+                    present = block >= 0
+                    positions = np.where(present, positions, offsets)
+                    sites = np.where(present, sites, n_sites * self.n_states)
+                blocks.append(
+                    (
+                        self.weights[start : start + step],
+                        positions,
+                        present,
+                        sites.astype(np.int32),
+                        _gather.site_groups(block, self.n_states),
+                    )
+                )
+            self._gather_blocks[step] = blocks
+        return self._gather_blocks[step]
 
     @property
     def n_rows(self):
@@ -175,19 +251,18 @@ class OneHotRows:
 _SMALLEST_NORMALISER = 1e-30
 
 
-def _block_residual(
-    onehot, weights, positions, present, logits, couplings_t, fields_row, xp
-):
+def _block_residual(product, weights, positions, present, logits, fields_row, xp):
     """One block's data term; leaves ``w_s (p - x)`` in ``logits``.
 
-    ``logits`` is a buffer of the block's shape, overwritten with
-    ``onehot @ couplings_t + fields_row``, then with the exponentials, and
-    last with the derivative of the block's value with respect to the logits,
+    ``logits`` is a buffer of the block's shape; ``product(logits)`` writes
+    the block's ``X @ J_mat.T`` into it (a one-hot product or a gather), to
+    which the fields are added; then it holds the exponentials, and last the
+    derivative of the block's value with respect to the logits,
     ``w_s (p - x)``, zero at the missing sites (``present`` False). Returns
     the block's ``-sum_s w_s sum_{i present} log p(s_i | s_-i)``.
     """
     n_sites = positions.shape[1]
-    xp.matmul(onehot, couplings_t, out=logits)
+    product(logits)
     logits += fields_row
     z = logits.reshape(logits.shape[0], n_sites, -1)
     # log p(s_i | s_-i) is the observed state's logit less the site's log
@@ -204,7 +279,7 @@ def _block_residual(
     total = z.sum(axis=2, keepdims=True)
     if float(total.min()) < _SMALLEST_NORMALISER:
         # Rare: recompute the block's logits, shifted sequence by sequence.
-        xp.matmul(onehot, couplings_t, out=logits)
+        product(logits)
         logits += fields_row
         top = z.max(axis=2, keepdims=True)
         z -= top
@@ -219,9 +294,59 @@ def _block_residual(
     z /= total
     if present is not None:
         z *= present[:, :, None]  # a missing site has no conditional
-    logits -= onehot
+    # Less the one-hot rows: a one at each present site's observed state.
+    index = positions + logits.shape[1] * xp.arange(positions.shape[0])[:, None]
+    if present is not None:
+        index = index[present]
+    logits.reshape(-1)[index] -= 1.0
     logits *= weights.astype(logits.dtype)[:, None]
     return value
+
+
+def _dense_product(onehot, couplings_t, xp):
+    return lambda out: xp.matmul(onehot, couplings_t, out=out)
+
+
+def _gather_data_term(rows, couplings_t, fields_row, n_states):
+    """``(value, grad_couplings, grad_fields)`` by the gather kernels.
+
+    ``couplings_t`` is ``J_mat.T`` in ``rows.dtype``. The float64 coupling
+    gradient is a buffer of ``rows``, which the next call overwrites.
+    """
+    width = couplings_t.shape[0]
+    grad_fields = np.zeros(width) if rows.has_missing else None
+    itemsize = rows.dtype.itemsize
+    shape = _gather.panels_shape(width, width, itemsize)
+    panels = _gather.column_panels(
+        couplings_t, shape[2], out=rows.buffer("panels", shape, rows.dtype)
+    )
+    grad_couplings = rows.buffer("gradient", (width, width), np.float64)
+    grad_couplings[...] = 0.0
+    step = max(rows.block_rows, _PRODUCT_ROWS)
+    logits = rows.buffer("logits", (min(step, rows.n_rows), width), rows.dtype)
+    value = 0.0
+    for weights, positions, present, sites, groups in rows.gather_blocks(step):
+        residual = logits[: weights.shape[0]]
+
+        def product(out, sites=sites):
+            _gather.gather_logits(panels, sites, out, n_threads=rows.n_threads)
+
+        value += _block_residual(
+            product, weights, positions, present, residual, fields_row, np
+        )
+        if grad_fields is not None:
+            grad_fields += residual.sum(axis=0, dtype=np.float64)
+        residual_shape = _gather.panels_shape(*residual.shape, itemsize)
+        _gather.gather_gradient(
+            groups,
+            residual,
+            grad_couplings,
+            n_threads=rows.n_threads,
+            panels=rows.buffer("residual panels", residual_shape, rows.dtype),
+        )
+    if grad_fields is None:
+        grad_fields = _fields_gradient(grad_couplings, n_states)
+    return value, grad_couplings, grad_fields.reshape(-1, n_states)
 
 
 def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=False):
@@ -242,7 +367,8 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
         ``-sum_s w_s sum_i log p(s_i | s_-i)``.
     grad_couplings : array of shape (L * q, L * q), float64
         Gradient with respect to every entry of ``J_mat`` (diagonal blocks
-        included; parametrizations ignore them).
+        included; parametrizations ignore them). With ``rows.gather``, a
+        buffer of ``rows`` that the next call overwrites.
     grad_fields : array of shape (L, q), float64
     """
     n_sites, n_states = fields.shape
@@ -250,14 +376,22 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
     couplings_t = couplings_mat if symmetric else couplings_mat.T
     couplings_t = xp.ascontiguousarray(couplings_t, dtype=rows.dtype)
     fields_row = fields.reshape(1, width).astype(rows.dtype)
+    if rows.gather:
+        return _gather_data_term(rows, couplings_t, fields_row, n_states)
+    grad_fields = xp.zeros(width) if rows.has_missing else None
     value = 0.0
     grad_couplings = xp.zeros((width, width))
-    grad_fields = xp.zeros(width) if rows.has_missing else None
     half = width // 2
     for onehot, weights, positions, present in rows.blocks():
         logits = xp.empty(onehot.shape, dtype=rows.dtype)
         value += _block_residual(
-            onehot, weights, positions, present, logits, couplings_t, fields_row, xp
+            _dense_product(onehot, couplings_t, xp),
+            weights,
+            positions,
+            present,
+            logits,
+            fields_row,
+            xp,
         )
         # In two column panels: the float32 product before its float64 sum is
         # then half the size of J.
@@ -308,7 +442,9 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     value : float
         ``-sum_s w_s sum_i log p(s_i | s_-i)``.
     grad_couplings : array of shape (L * q, L * q)
-        In ``rows.dtype`` for a single block, else float64:
+        In ``rows.dtype`` for a single block, else float64 (always with
+        ``rows.gather``, then a buffer of ``rows`` that the next call
+        overwrites):
         ``sum_s w_s (p_s - x_s) x_s^T``, whose blocks ``(i, j)`` and
         transposed ``(j, i)`` together make the gradient of a coupling
         ``J_ij`` (diagonal blocks included; they are ignored).
@@ -318,16 +454,24 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     width = n_sites * n_states
     couplings = xp.ascontiguousarray(couplings_mat, dtype=rows.dtype)
     fields_row = fields.reshape(1, width).astype(rows.dtype)
+    if rows.gather:
+        return _gather_data_term(rows, couplings, fields_row, n_states)
+    grad_fields = xp.zeros(width) if rows.has_missing else None
     step = max(rows.block_rows, _PRODUCT_ROWS)
     value = 0.0
     grad_couplings = scratch = logits = None
-    grad_fields = xp.zeros(width) if rows.has_missing else None
     for onehot, weights, positions, present in rows.blocks(step, reuse=True):
         if logits is None:
             logits = xp.empty((onehot.shape[0], width), dtype=rows.dtype)
         residual = logits[: onehot.shape[0]]
         value += _block_residual(
-            onehot, weights, positions, present, residual, couplings, fields_row, xp
+            _dense_product(onehot, couplings, xp),
+            weights,
+            positions,
+            present,
+            residual,
+            fields_row,
+            xp,
         )
         if grad_fields is not None:
             grad_fields += residual.sum(axis=0, dtype=np.float64)

@@ -23,6 +23,7 @@ from sklearn_attn.contacts import read_weights, write_weights
 from sklearn_attn.datasets import make_potts_sequences
 from sklearn_attn.potts import _estimator as potts_estimator
 from sklearn_attn.potts import decode_sequences, estimate_fit_memory
+from sklearn_attn.potts._gather import available as gather_available
 
 # -- the estimate -------------------------------------------------------------------
 
@@ -37,13 +38,27 @@ from sklearn_attn.potts import decode_sequences, estimate_fit_memory
         ("factored", 80, 5, 2000),
     ],
 )
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        "dense",
+        pytest.param(
+            "gather",
+            marks=pytest.mark.skipif(not gather_available(), reason="needs numba"),
+        ),
+    ],
+)
 def test_estimate_bounds_the_peak_of_a_fit(
-    parametrization, n_sites, n_states, n_samples
+    parametrization, n_sites, n_states, n_samples, algorithm
 ):
     rng = np.random.default_rng(0)
     X = rng.integers(0, n_states, size=(n_samples, n_sites))
     model = PottsPseudoLikelihood(
-        parametrization, n_heads=2, states=range(n_states), max_iter=3
+        parametrization,
+        n_heads=2,
+        states=range(n_states),
+        max_iter=3,
+        algorithm=algorithm,
     )
     tracemalloc.start()
     try:

@@ -69,11 +69,11 @@ def _masked_pseudo_likelihood_loop(codes, weights, couplings, fields, alpha_h, a
 
 
 @pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
-def test_masked_objective_matches_loops(parametrization, global_random_seed):
+def test_masked_objective_matches_loops(parametrization, gather, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     codes = _gapped_codes(rng)
     weights = rng.uniform(0.2, 2.0, len(codes))
-    rows = OneHotRows(codes, weights, Q)
+    rows = OneHotRows(codes, weights, Q, gather=gather)
     assert rows.has_missing
     theta = rng.standard_normal(parametrization.n_params)
     value, _ = objective(theta, parametrization, rows, 0.3, 0.7)
@@ -86,7 +86,9 @@ def test_masked_objective_matches_loops(parametrization, global_random_seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_masked_full_objective_across_blocks(dtype, monkeypatch, global_random_seed):
+def test_masked_full_objective_across_blocks(
+    dtype, gather, monkeypatch, global_random_seed
+):
     """Blocks of 4 rows (the reused buffer, the float64 sum of their gradients)
     give the value and gradient of one block of float64 rows."""
     rng = np.random.default_rng(global_random_seed)
@@ -98,7 +100,7 @@ def test_masked_full_objective_across_blocks(dtype, monkeypatch, global_random_s
         theta, parametrization, OneHotRows(codes, weights, Q), 0.1, 0.3
     )
     monkeypatch.setattr(_model, "_PRODUCT_ROWS", 4)
-    rows = OneHotRows(codes, weights, Q, dtype=dtype, block_rows=4)
+    rows = OneHotRows(codes, weights, Q, dtype=dtype, block_rows=4, gather=gather)
     value, grad = objective(theta, parametrization, rows, 0.1, 0.3)
     # float32 products of order-one terms, summed in float64: ~1e-6 relative
     # per entry (about ten rounding errors of 6e-8), far below 1e-4.

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+from sklearn_attn.potts import _model
 from sklearn_attn.potts._mean_field import mean_field_couplings
 from sklearn_attn.potts._model import (
     FactoredAttention,
@@ -59,9 +60,9 @@ def _pseudo_likelihood_loop(codes, weights, couplings, fields, alpha_h, alpha_j)
 
 
 @pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
-def test_objective_matches_loops(parametrization, global_random_seed):
+def test_objective_matches_loops(parametrization, gather, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
-    codes, X, weights = _tiny_data(rng)
+    codes, X, weights = _tiny_data(rng, gather=gather)
     theta = rng.standard_normal(parametrization.n_params)
     value, _ = objective(theta, parametrization, X, 0.3, 0.7)
     couplings_mat, fields = parametrization.couplings(theta)
@@ -75,10 +76,10 @@ def test_objective_matches_loops(parametrization, global_random_seed):
 @pytest.mark.parametrize("missing", [0.0, 0.3], ids=["complete", "missing-sites"])
 @pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
 def test_gradient_matches_finite_differences(
-    parametrization, missing, global_random_seed
+    parametrization, missing, gather, global_random_seed
 ):
     rng = np.random.default_rng(global_random_seed)
-    _, X, weights = _tiny_data(rng, missing=missing)
+    _, X, weights = _tiny_data(rng, missing=missing, gather=gather)
     theta = 0.5 * rng.standard_normal(parametrization.n_params)
     _, grad = objective(theta, parametrization, X, 0.1, 0.3)
     eps = 1e-6
@@ -162,21 +163,26 @@ def test_zero_sum_gauge_keeps_conditionals(parametrization, global_random_seed):
 
 
 @pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
-def test_objective_does_not_depend_on_the_blocks(parametrization, global_random_seed):
+def test_objective_does_not_depend_on_the_blocks(
+    parametrization, gather, monkeypatch, global_random_seed
+):
     """Blocks of 1, 7 or all rows: the same sums in another order (~1e-15)."""
     rng = np.random.default_rng(global_random_seed)
     codes, whole, weights = _tiny_data(rng)
     theta = rng.standard_normal(parametrization.n_params)
     value, grad = objective(theta, parametrization, whole, 0.1, 0.3)
+    monkeypatch.setattr(_model, "_PRODUCT_ROWS", 1)
     for block_rows in (1, 7):
-        rows = OneHotRows(codes, weights, Q, block_rows=block_rows)
+        rows = OneHotRows(codes, weights, Q, block_rows=block_rows, gather=gather)
         value_b, grad_b = objective(theta, parametrization, rows, 0.1, 0.3)
         assert value_b == pytest.approx(value, rel=1e-12)
         assert_allclose(grad_b, grad, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("parametrization", PARAMETRIZATIONS, ids=repr)
-def test_single_precision_products_stay_close(parametrization, global_random_seed):
+def test_single_precision_products_stay_close(
+    parametrization, gather, global_random_seed
+):
     """float32 products with float64 sums: the float64 result to float32 accuracy.
 
     Logits of order ten carry float32 rounding ~1e-6 each; the value (about 100)
@@ -185,7 +191,9 @@ def test_single_precision_products_stay_close(parametrization, global_random_see
     """
     rng = np.random.default_rng(global_random_seed)
     codes, rows64, weights = _tiny_data(rng)
-    rows32 = OneHotRows(codes, weights, Q, dtype=np.float32, block_rows=7)
+    rows32 = OneHotRows(
+        codes, weights, Q, dtype=np.float32, block_rows=7, gather=gather
+    )
     theta = rng.standard_normal(parametrization.n_params)
     value64, grad64 = objective(theta, parametrization, rows64, 0.1, 0.3)
     value32, grad32 = objective(theta, parametrization, rows32, 0.1, 0.3)
@@ -195,7 +203,7 @@ def test_single_precision_products_stay_close(parametrization, global_random_see
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_logits_far_apart_across_a_block(dtype, global_random_seed):
+def test_logits_far_apart_across_a_block(dtype, gather, global_random_seed):
     """Logits of hundreds: the block-wide shift would underflow, and the block
     is redone with a per-sequence shift. float64: the loops' value to 1e-10
     (terms of ~100 summed in another order); float32: to 1e-5 (rounding ~1e-7
@@ -208,7 +216,7 @@ def test_logits_far_apart_across_a_block(dtype, global_random_seed):
     logits = one_hot(codes, Q) @ couplings_mat.T + fields.reshape(1, -1)
     spread = logits.reshape(-1, L, Q).max(axis=2)
     assert (spread.max(axis=0) - spread.min(axis=0)).max() > 100  # the fallback
-    rows = OneHotRows(codes, weights, Q, dtype=dtype)
+    rows = OneHotRows(codes, weights, Q, dtype=dtype, gather=gather)
     value, grad = objective(theta, parametrization, rows, 0.3, 0.7)
     expected = _pseudo_likelihood_loop(
         codes, weights, couplings_mat.reshape(L, Q, L, Q), fields, 0.3, 0.7

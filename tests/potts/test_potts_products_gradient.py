@@ -41,7 +41,7 @@ def _dense_data_term(codes, weights, couplings_mat, fields):
 
 @pytest.mark.parametrize("block_rows", [1, 7, None])
 def test_products_gradient_matches_dense_products(
-    block_rows, monkeypatch, global_random_seed
+    block_rows, gather, monkeypatch, global_random_seed
 ):
     """float64 products: the dense result up to the order of the sums (~1e-15
     relative for a value of about 100 and gradient entries of order one)."""
@@ -49,7 +49,7 @@ def test_products_gradient_matches_dense_products(
     rng = np.random.default_rng(global_random_seed)
     codes, weights, theta = _data(rng)
     couplings_mat, fields = FullCouplings(L, Q).couplings(theta)
-    rows = OneHotRows(codes, weights, Q, block_rows=block_rows)
+    rows = OneHotRows(codes, weights, Q, block_rows=block_rows, gather=gather)
     value, grad_couplings, grad_fields = data_term_and_products_gradient(
         rows, couplings_mat, fields
     )
@@ -62,25 +62,29 @@ def test_products_gradient_matches_dense_products(
 
 @pytest.mark.parametrize("block_rows", [1, 7, None])
 def test_products_gradient_in_single_precision(
-    block_rows, monkeypatch, global_random_seed
+    block_rows, gather, monkeypatch, global_random_seed
 ):
     """float32 products, float64 sums of the coupling gradient across blocks:
     logits of order ten carry rounding ~1e-6, the value (about 100) sums 150
     such terms and a gradient entry (order one) at most 30 rounded block terms
     of order one, so 1e-5 relative and 1e-4 absolute leave a margin of ten or
-    more. One block's gradient stays in float32, a sum of several is float64."""
+    more. One block's dense gradient stays in float32, a sum of several (and the
+    gathers' gradient) is float64."""
     monkeypatch.setattr(_model, "_PRODUCT_ROWS", 1)
     rng = np.random.default_rng(global_random_seed)
     codes, weights, theta = _data(rng)
     model = FullCouplings(L, Q)
     couplings_mat, fields = model.couplings(theta)
-    rows = OneHotRows(codes, weights, Q, dtype=np.float32, block_rows=block_rows)
+    rows = OneHotRows(
+        codes, weights, Q, dtype=np.float32, block_rows=block_rows, gather=gather
+    )
     value, grad_couplings, grad_fields = data_term_and_products_gradient(
         rows, couplings_mat.astype(np.float32), fields
     )
     expected = _dense_data_term(codes, weights, couplings_mat, fields)
     n_blocks = len(list(rows.blocks(max(rows.block_rows, 1))))
-    assert grad_couplings.dtype == (np.float32 if n_blocks == 1 else np.float64)
+    single = n_blocks == 1 and not gather
+    assert grad_couplings.dtype == (np.float32 if single else np.float64)
     assert grad_fields.dtype == np.float64
     assert value == pytest.approx(expected[0], rel=1e-5)
     assert_allclose(grad_couplings, expected[1], rtol=1e-4, atol=1e-4)
@@ -129,7 +133,9 @@ def test_penalty_matches_sums_of_squares(scaled, monkeypatch, global_random_seed
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_full_objective_across_small_blocks(dtype, monkeypatch, global_random_seed):
+def test_full_objective_across_small_blocks(
+    dtype, gather, monkeypatch, global_random_seed
+):
     """The full model's objective in blocks of one and seven rows against one
     block in float64 (float64: the same sums in another order, ~1e-15;
     float32: the tolerances of the single-precision test above)."""
@@ -140,7 +146,9 @@ def test_full_objective_across_small_blocks(dtype, monkeypatch, global_random_se
     monkeypatch.setattr(_model, "_PRODUCT_ROWS", 1)
     rel, atol = (1e-12, 1e-12) if dtype == np.float64 else (1e-5, 1e-4)
     for block_rows in (1, 7):
-        rows = OneHotRows(codes, weights, Q, dtype=dtype, block_rows=block_rows)
+        rows = OneHotRows(
+            codes, weights, Q, dtype=dtype, block_rows=block_rows, gather=gather
+        )
         value, grad = objective(theta, model, rows, 0.1, 0.3)
         assert grad.dtype == np.float64
         assert value == pytest.approx(expected[0], rel=rel)

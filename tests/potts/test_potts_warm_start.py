@@ -232,12 +232,15 @@ def test_warm_start_on_the_device_path(parametrization, monkeypatch):
     """On a device (here the NumPy-backed fake CuPy, as strict about host and
     device arrays as CuPy), a warm fit continues as on the host: the parameters
     it reads are kept on the host. The fake computes with NumPy, so the two
-    runs are the same to rounding of the order of operations."""
+    runs are the same to rounding of the order of operations (with the dense
+    products on the CPU too, as on the device)."""
     cupy = _fake_cupy.install(monkeypatch)
     X = _data(0)
     fits = []
     for device, codes in (("cpu", X), ("cuda", X), (None, cupy.asarray(X))):
-        model = _model(parametrization, 0, max_iter=10, device=device).fit(codes)
+        model = _model(
+            parametrization, 0, max_iter=10, device=device, algorithm="dense"
+        ).fit(codes)
         model.set_params(warm_start=True, alpha_couplings=1.0).fit(codes)  # 10 more
         fits.append(model)
     for model in fits[1:]:

@@ -1,0 +1,141 @@
+"""The one-hot products as gathers from the codes, by compiled kernels (numba).
+
+A one-hot row has one nonzero per site, so the logits ``X @ J_mat.T`` of a
+sequence are a sum of ``L`` rows of ``J_mat.T``, and the coupling gradient
+``D^T X`` a sum of residual rows grouped by the state at each site: ``n L^2 q``
+additions each, instead of the ``2 n (L q)^2`` flops of a dense product. Both
+kernels work on column panels narrow enough that the panel in use stays in
+cache; the rows of the matrix a panel gathers get one extra zero row, where a
+missing site points.
+
+numba is optional (the ``fast`` extra) and imported at the first kernel call,
+not with the package; :func:`available` tells whether it can be.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+import numpy as np
+
+__all__ = [
+    "available",
+    "PANEL_WIDTH",
+    "panel_width",
+    "panels_shape",
+    "column_panels",
+    "site_groups",
+    "gather_logits",
+    "gather_gradient",
+]
+
+#: Columns of a panel: a multiple of the SIMD width, and narrow enough that a
+#: panel of ``L q + 1`` rows stays in a core's share of the cache.
+PANEL_WIDTH = 128
+_PANEL_BYTES = 3 * 2**20
+_SMALLEST_PANEL = 32
+
+
+def available():
+    """Whether numba can be imported (without importing it)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+@functools.cache
+def _kernels():
+    import numba  # noqa: F401  (an ImportError here names numba)
+
+    from . import _gather_kernels
+
+    return _gather_kernels
+
+
+def _set_threads(n_threads):
+    import numba
+
+    numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
+
+
+def panel_width(n_rows, itemsize):
+    """Columns per panel of a matrix of ``n_rows`` rows: :data:`PANEL_WIDTH`,
+    halved while a panel exceeds 3 MiB, down to 32."""
+    width = PANEL_WIDTH
+    while width > _SMALLEST_PANEL and (n_rows + 1) * width * itemsize > _PANEL_BYTES:
+        width //= 2
+    return width
+
+
+def panels_shape(n_rows, n_columns, itemsize):
+    """Shape of the :func:`column_panels` of an ``(n_rows, n_columns)`` matrix."""
+    width = panel_width(n_rows, itemsize)
+    return (-(-n_columns // width), n_rows + 1, width)
+
+
+def column_panels(matrix, width, *, out=None):
+    """``matrix`` (rows, columns) as ``(n_panels, rows + 1, width)`` panels.
+
+    Panel ``p`` holds columns ``p * width`` to ``(p + 1) * width``; the last
+    row and the columns past the matrix's are zero. ``out``, when given, is
+    filled instead of a new array.
+    """
+    n_rows, n_columns = matrix.shape
+    n_panels = -(-n_columns // width)
+    shape = (n_panels, n_rows + 1, width)
+    if out is None:
+        out = np.empty(shape, dtype=matrix.dtype)
+    elif out.shape != shape or out.dtype != matrix.dtype:
+        raise ValueError(f"out must have shape {shape} and dtype {matrix.dtype}.")
+    out[:, n_rows] = 0
+    for p in range(n_panels):
+        columns = matrix[:, p * width : (p + 1) * width]
+        out[p, :n_rows, : columns.shape[1]] = columns
+        out[p, :n_rows, columns.shape[1] :] = 0
+    return out
+
+
+def site_groups(codes, n_states):
+    """The rows of ``codes`` (n, L) grouped by their state at each site.
+
+    Returns
+    -------
+    order : ndarray of shape (L, n), int32
+        ``order[i]`` lists the rows sorted by their code at site ``i``, the
+        missing ones (code ``-1``) first.
+    bounds : ndarray of shape (L, n_states + 1), int64
+        The rows of state ``a`` at site ``i`` are ``order[i, bounds[i, a] :
+        bounds[i, a + 1]]``; ``bounds[i, 0]`` counts the missing ones.
+    """
+    n_rows, n_sites = codes.shape
+    order = np.ascontiguousarray(np.argsort(codes, axis=0, kind="stable").T)
+    flat = (codes + 1) + (n_states + 1) * np.arange(n_sites)[None, :]
+    counts = np.bincount(flat.ravel(), minlength=n_sites * (n_states + 1))
+    bounds = np.cumsum(counts.reshape(n_sites, n_states + 1), axis=1)
+    return order.astype(np.int32), bounds.astype(np.int64)
+
+
+def gather_logits(panels, sites, out, *, n_threads):
+    """``out[s, c] = sum_i matrix[sites[s, i], c]`` for the matrix in ``panels``.
+
+    ``sites`` (n, L) are row indices of the matrix, ``rows`` (the zero row)
+    where a site is missing; ``out`` (n, columns) is overwritten.
+    """
+    _set_threads(n_threads)
+    _kernels().gather_logits(panels, sites, out)
+    return out
+
+
+def gather_gradient(groups, residual, grad, *, n_threads, panels=None):
+    """Add ``residual.T @ X`` to the float64 ``grad``, ``X`` the one-hot rows.
+
+    ``groups`` is :func:`site_groups` of the rows' codes; ``residual`` is
+    (n, L q), ``grad`` (L q, L q). The residual is first copied into column
+    panels (into ``panels`` when given, of the shape :func:`column_panels`
+    makes), so that the rows a panel gathers are contiguous.
+    """
+    order, bounds = groups
+    width = panels_shape(*residual.shape, residual.dtype.itemsize)[2]
+    panels = column_panels(residual, width, out=panels)
+    _set_threads(n_threads)
+    _kernels().gather_gradient(order, bounds, panels, grad)
+    return grad

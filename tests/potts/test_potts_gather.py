@@ -1,0 +1,250 @@
+"""The gather kernels against loops, and the estimator's choice of algorithm.
+
+The kernels' sums are exact up to the order of float additions; codes,
+residuals and matrices are drawn from ``global_random_seed``.
+"""
+
+import builtins
+
+import _fake_cupy
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from sklearn_attn import PottsPseudoLikelihood
+from sklearn_attn.datasets import make_potts_sequences
+from sklearn_attn.potts import _gather, _model
+from sklearn_attn.potts._model import OneHotRows
+
+needs_numba = pytest.mark.skipif(
+    not _gather.available(), reason="the gather kernels need numba (the fast extra)"
+)
+
+
+def _codes(rng, n, n_sites, n_states, missing=0.2):
+    codes = rng.integers(0, n_states, size=(n, n_sites))
+    codes[rng.random(codes.shape) < missing] = -1
+    return codes
+
+
+def _sites(codes, n_states):
+    """Row of each site's state in the matrix, the zero row when missing."""
+    n_sites = codes.shape[1]
+    sites = codes + n_states * np.arange(n_sites)
+    return np.where(codes >= 0, sites, n_sites * n_states).astype(np.int32)
+
+
+@pytest.mark.parametrize(
+    "n_rows, n_columns, width", [(10, 7, 32), (40, 64, 32), (5, 130, 128)]
+)
+def test_column_panels_hold_the_columns_and_a_zero_row(n_rows, n_columns, width):
+    matrix = np.arange(n_rows * n_columns, dtype=np.float32).reshape(n_rows, n_columns)
+    panels = _gather.column_panels(matrix, width)
+    assert panels.shape == (-(-n_columns // width), n_rows + 1, width)
+    rebuilt = np.concatenate(list(panels), axis=1)
+    assert_allclose(rebuilt[:n_rows, :n_columns], matrix, rtol=0, atol=0)
+    assert not rebuilt[n_rows].any() and not rebuilt[:, n_columns:].any()
+    # Into a reused buffer holding anything: the same panels.
+    out = np.full_like(panels, np.nan)
+    assert _gather.column_panels(matrix, width, out=out) is out
+    assert_allclose(out, panels, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="out must have shape"):
+        _gather.column_panels(matrix, width, out=out[:, :-1])
+
+
+def test_panel_width_halves_for_long_matrices():
+    assert _gather.panel_width(1000, 4) == _gather.PANEL_WIDTH
+    # (rows + 1) * width * itemsize must stay within 3 MiB, down to 32 columns.
+    assert _gather.panel_width(8400, 4) == 64
+    assert _gather.panel_width(10**7, 8) == 32
+    assert _gather.panels_shape(8400, 8400, 4) == (132, 8401, 64)
+
+
+def test_site_groups_sort_the_rows_by_state(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 50, 6, 4)
+    order, bounds = _gather.site_groups(codes, 4)
+    assert order.dtype == np.int32 and order.shape == (6, 50)
+    assert bounds.shape == (6, 5)
+    for i in range(6):
+        assert bounds[i, 0] == (codes[:, i] < 0).sum()
+        assert sorted(order[i]) == list(range(50))
+        for a in range(4):
+            group = order[i, bounds[i, a] : bounds[i, a + 1]]
+            assert set(group) == set(np.flatnonzero(codes[:, i] == a))
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_sites, n_states", [(3, 2), (7, 5), (13, 21)])
+def test_gather_logits_match_loops(n_sites, n_states, dtype, global_random_seed):
+    """Each entry sums at most 13 numbers of order one: the loops' sums to
+    float rounding of that order (1e-5 in float32, 1e-12 in float64)."""
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 37, n_sites, n_states)
+    width = n_sites * n_states
+    matrix = rng.standard_normal((width, width)).astype(dtype)
+    panels = _gather.column_panels(matrix, 32)
+    out = np.full((37, width), np.nan, dtype)
+    _gather.gather_logits(panels, _sites(codes, n_states), out, n_threads=2)
+    expected = np.zeros((37, width))
+    for s in range(37):
+        for i in range(n_sites):
+            if codes[s, i] >= 0:
+                expected[s] += matrix[i * n_states + codes[s, i]]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_sites, n_states", [(3, 2), (7, 5), (13, 21)])
+def test_gather_gradient_matches_loops(n_sites, n_states, dtype, global_random_seed):
+    """``grad += residual.T @ X`` by loops; at most 37 terms of order one a sum
+    (float32 rounding ~1e-6 relative each), into a float64 start that is kept."""
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 37, n_sites, n_states)
+    width = n_sites * n_states
+    residual = rng.standard_normal((37, width)).astype(dtype)
+    start = rng.standard_normal((width, width))
+    grad = start.copy()
+    _gather.gather_gradient(
+        _gather.site_groups(codes, n_states), residual, grad, n_threads=2
+    )
+    expected = start.copy()
+    for s in range(37):
+        for i in range(n_sites):
+            if codes[s, i] >= 0:
+                expected[:, i * n_states + codes[s, i]] += residual[s]
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    assert_allclose(grad, expected, rtol=tol, atol=tol)
+
+
+@needs_numba
+def test_kernels_do_not_depend_on_the_number_of_threads(global_random_seed):
+    """Each entry is summed by one thread in a fixed order: bit-identical."""
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 300, 20, 21)
+    width = 20 * 21
+    matrix = rng.standard_normal((width, width)).astype(np.float32)
+    panels = _gather.column_panels(matrix, 32)
+    sites, groups = _sites(codes, 21), _gather.site_groups(codes, 21)
+    results = []
+    for n_threads in (1, 2, 3):
+        logits = np.empty((300, width), np.float32)
+        _gather.gather_logits(panels, sites, logits, n_threads=n_threads)
+        grad = np.zeros((width, width))
+        _gather.gather_gradient(groups, logits, grad, n_threads=n_threads)
+        results.append((logits, grad))
+    for logits, grad in results[1:]:
+        assert_allclose(logits, results[0][0], rtol=0, atol=0)
+        assert_allclose(grad, results[0][1], rtol=0, atol=0)
+
+
+@needs_numba
+def test_gather_blocks_are_those_of_the_one_hot_blocks(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 23, 5, 3)
+    weights = rng.uniform(0.5, 2.0, 23)
+    rows = OneHotRows(codes, weights, 3, gather=True)
+    blocks = rows.gather_blocks(10)
+    assert rows.gather_blocks(10) is blocks  # made once
+    dense = list(rows.blocks(10))
+    assert [len(b[0]) for b in blocks] == [10, 10, 3]
+    for (w, positions, present, sites, _), (onehot, w_d, pos_d, present_d) in zip(
+        blocks, dense, strict=True
+    ):
+        assert_allclose(w, w_d)
+        assert_allclose(positions, pos_d)
+        assert_allclose(present, present_d)
+        # A site's row in the one-hot block, or the zero row when missing.
+        padded = np.hstack([onehot, np.zeros((len(w), 1))])
+        assert_allclose(
+            padded[np.arange(len(w))[:, None], sites].sum(1), present.sum(1)
+        )
+
+
+def test_gather_rows_need_numpy_and_numba(monkeypatch):
+    codes = np.zeros((4, 3), dtype=int)
+    with pytest.raises(ValueError, match="xp must be numpy"):
+        OneHotRows(codes, np.ones(4), 2, gather=True, xp=_fake_cupy.build()["cupy"])
+    monkeypatch.setattr(_model._gather, "available", lambda: False)
+    with pytest.raises(ImportError, match=r"sklearn-attn\[fast\]"):
+        OneHotRows(codes, np.ones(4), 2, gather=True)
+
+
+def test_available_does_not_import_numba(monkeypatch):
+    imported = []
+    real_import = builtins.__import__
+
+    def spy(name, *args, **kwargs):
+        imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", spy)
+    _gather.available()
+    assert "numba" not in imported
+
+
+def _planted(seed, n=600):
+    X, _ = make_potts_sequences(
+        n_samples=n, n_sites=8, n_states=4, coupling_scale=0.4, random_state=seed
+    )
+    return X
+
+
+@needs_numba
+@pytest.mark.parametrize("parametrization", ["full", "factored"])
+def test_gather_and_dense_fits_reach_the_same_optimum(
+    parametrization, global_random_seed
+):
+    """Both routes minimise one objective and differ by float32 rounding of
+    the products (~1e-6 relative): their optima agree far within 1e-5 of the
+    objective, and their couplings (of order 0.1) within 1e-3."""
+    X = _planted(global_random_seed)
+    fits = {
+        algorithm: PottsPseudoLikelihood(
+            parametrization,
+            algorithm=algorithm,
+            attention="free",
+            n_heads=2,
+            tol=1e-10,
+            max_iter=300,
+            random_state=0,
+        ).fit(X)
+        for algorithm in ("dense", "gather")
+    }
+    assert fits["gather"].algorithm_ == "gather"
+    assert fits["dense"].algorithm_ == "dense"
+    assert fits["gather"].objective_ == pytest.approx(
+        fits["dense"].objective_, rel=1e-5
+    )
+    assert_allclose(
+        fits["gather"].couplings_, fits["dense"].couplings_, rtol=0, atol=1e-3
+    )
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_auto_chooses_gather_on_the_cpu_with_numba(monkeypatch):
+    X = _planted(0, n=50)
+    model = PottsPseudoLikelihood("full", max_iter=2).fit(X)
+    assert model.algorithm_ == ("gather" if _gather.available() else "dense")
+    monkeypatch.setattr("sklearn_attn.potts._estimator.gather_available", lambda: False)
+    assert PottsPseudoLikelihood("full", max_iter=2).fit(X).algorithm_ == "dense"
+    with pytest.raises(ImportError, match=r"sklearn-attn\[fast\].*'dense'"):
+        PottsPseudoLikelihood("full", algorithm="gather").fit(X)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_gather_is_refused_on_a_gpu_and_auto_is_dense(monkeypatch):
+    _fake_cupy.install(monkeypatch)
+    X = _planted(0, n=50)
+    model = PottsPseudoLikelihood("full", max_iter=2, device="cuda").fit(X)
+    assert model.algorithm_ == "dense"
+    with pytest.raises(ValueError, match="CPU only"):
+        PottsPseudoLikelihood("full", algorithm="gather", device="cuda").fit(X)
+
+
+def test_algorithm_is_validated():
+    with pytest.raises(ValueError, match="algorithm"):
+        PottsPseudoLikelihood(algorithm="blas").fit(_planted(0, n=20))
