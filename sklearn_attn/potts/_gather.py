@@ -14,8 +14,10 @@ not with the package; :func:`available` tells whether it can be.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import threading
 
 import numpy as np
 
@@ -42,19 +44,42 @@ def available():
     return importlib.util.find_spec("numba") is not None
 
 
+_LAUNCH_LOCK = threading.Lock()
+
+
 @functools.cache
 def _kernels():
-    import numba  # noqa: F401  (an ImportError here names numba)
+    import numba
 
+    # GNU OpenMP, numba's usual threading layer on Linux, kills a child
+    # process forked after a parallel kernel ran (multiprocessing's "fork"):
+    # unless the user chose a layer, take one that survives a fork.
+    if numba.config.THREADING_LAYER == "default":
+        numba.config.THREADING_LAYER = "forksafe"
     from . import _gather_kernels
 
     return _gather_kernels
 
 
-def _set_threads(n_threads):
+def _launch_guard():
+    """A lock for the workqueue layer (the fork-safe layer left when neither
+    TBB nor Intel's OpenMP is installed), which aborts when two threads launch
+    kernels at once; nothing for the others."""
+    import numba
+
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no kernel has run yet: the layer is not chosen
+        layer = "workqueue"
+    return _LAUNCH_LOCK if layer == "workqueue" else contextlib.nullcontext()
+
+
+def _launch(kernel, *args, n_threads):
     import numba
 
     numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
+    with _launch_guard():
+        kernel(*args)
 
 
 def panel_width(n_rows, itemsize):
@@ -120,8 +145,7 @@ def gather_logits(panels, sites, out, *, n_threads):
     ``sites`` (n, L) are row indices of the matrix, ``rows`` (the zero row)
     where a site is missing; ``out`` (n, columns) is overwritten.
     """
-    _set_threads(n_threads)
-    _kernels().gather_logits(panels, sites, out)
+    _launch(_kernels().gather_logits, panels, sites, out, n_threads=n_threads)
     return out
 
 
@@ -136,6 +160,7 @@ def gather_gradient(groups, residual, grad, *, n_threads, panels=None):
     order, bounds = groups
     width = panels_shape(*residual.shape, residual.dtype.itemsize)[2]
     panels = column_panels(residual, width, out=panels)
-    _set_threads(n_threads)
-    _kernels().gather_gradient(order, bounds, panels, grad)
+    _launch(
+        _kernels().gather_gradient, order, bounds, panels, grad, n_threads=n_threads
+    )
     return grad

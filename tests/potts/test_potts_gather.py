@@ -5,11 +5,17 @@ residuals and matrices are drawn from ``global_random_seed``.
 """
 
 import builtins
+import os
+import subprocess
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import _fake_cupy
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_attn import PottsPseudoLikelihood
 from sklearn_attn.datasets import make_potts_sequences
@@ -248,3 +254,56 @@ def test_gather_is_refused_on_a_gpu_and_auto_is_dense(monkeypatch):
 def test_algorithm_is_validated():
     with pytest.raises(ValueError, match="algorithm"):
         PottsPseudoLikelihood(algorithm="blas").fit(_planted(0, n=20))
+
+
+_FORK_AFTER_A_KERNEL = """
+import os
+import numpy as np
+from sklearn_attn.potts import _gather
+
+codes = np.random.default_rng(0).integers(0, 3, size=(50, 6))
+panels = _gather.column_panels(np.ones((18, 18), np.float32), 32)
+sites = (codes + 3 * np.arange(6)).astype(np.int32)
+out = np.empty((50, 18), np.float32)
+_gather.gather_logits(panels, sites, out, n_threads=2)
+pid = os.fork()
+if pid == 0:
+    _gather.gather_logits(panels, sites, out, n_threads=2)
+    os._exit(0 if (out == 6).all() else 3)
+_, status = os.waitpid(pid, 0)
+raise SystemExit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@needs_numba
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_after_the_kernels_can_run_them():
+    """GNU OpenMP kills a child forked after a parallel kernel ran; the kernels
+    take a fork-safe threading layer unless the user chose one."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    result = subprocess.run(
+        [sys.executable, "-c", _FORK_AFTER_A_KERNEL],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@needs_numba
+def test_fits_in_two_threads_at_once_are_the_fits_one_by_one():
+    """Kernels launched from two threads at once (a threaded joblib or Dask
+    worker): no abort, and each fit as it is alone."""
+    data = [_planted(seed, n=300) for seed in (0, 1)]
+
+    def fit(X):
+        return PottsPseudoLikelihood("full", algorithm="gather", max_iter=15).fit(X)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        alone = [fit(X) for X in data]
+        with ThreadPoolExecutor(2) as executor:
+            together = list(executor.map(fit, data))
+    for a, b in zip(alone, together, strict=True):
+        assert_allclose(b.couplings_, a.couplings_, rtol=0, atol=0)
