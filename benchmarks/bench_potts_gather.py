@@ -5,8 +5,10 @@ One evaluation of :func:`sklearn_attn.potts._model.objective` (the full model,
 codes of ``n`` sequences and ``L`` sites (``q = 21``), by the two routes in
 turn in one process: the median of repeats of each, after a first call that
 compiles the kernels and fills the buffers (timed apart), their ratio, and
-the two values and gradients against each other. Also: the time of importing
-numba and loading the cached kernels, in a fresh interpreter.
+the two values and gradients against each other. Also, in fresh interpreters
+with an empty numba cache: the time of importing numba and of the first
+objective by gathers, once compiling the kernels (the first fit after an
+install) and once loading them from the cache.
 
 Usage::
 
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,20 +81,48 @@ def compare(n_sites, n_sequences, repeats, seed=0):
     return result
 
 
+# Imports numba, then runs a tiny objective by gathers (every kernel once),
+# timing each step and the resident memory at the end (kB).
+_FIRST_CALLS = """
+import resource, time
+t0 = time.perf_counter()
+import numba
+t1 = time.perf_counter()
+import numpy as np
+from sklearn_attn.potts._model import FullCouplings, OneHotRows, objective
+codes = np.random.default_rng(0).integers(0, 3, size=(40, 5))
+model = FullCouplings(5, 3)
+rows = OneHotRows(codes, np.ones(40), 3, dtype=np.float32, gather=True)
+t2 = time.perf_counter()
+objective(np.zeros(model.n_params), model, rows, 0.01, 1.0)
+t3 = time.perf_counter()
+print(t1 - t0, t3 - t2, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
 def import_seconds():
-    """Seconds to import numba and load the cached kernels, in a new process
-    (after this process has compiled them)."""
-    code = (
-        "import time; t = time.perf_counter(); import numba; "
-        "t1 = time.perf_counter(); "
-        "from sklearn_attn.potts import _gather_kernels; "
-        "t2 = time.perf_counter(); print(t1 - t, t2 - t1)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    numba_s, kernels_s = map(float, out.stdout.split())
-    return {"import_numba_s": numba_s, "import_kernels_s": kernels_s}
+    """Seconds to import numba and to make the kernels ready, in new processes
+    with a cache folder of their own: the first (compiling them, as the first
+    fit after an install does) and the second (loading them from the cache);
+    and the peak resident memory of each."""
+    record = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
+        for run in ("compile", "cached"):
+            out = subprocess.run(
+                [sys.executable, "-c", _FIRST_CALLS],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            )
+            numba_s, kernels_s, peak_kb = out.stdout.split()
+            record[run] = {
+                "import_numba_s": float(numba_s),
+                "first_objective_s": float(kernels_s),
+                "peak_rss_mb": int(peak_kb) * 1024 / 1e6,
+            }
+    return record
 
 
 def main(argv=None):

@@ -79,8 +79,10 @@ def minimize_lbfgs(
     fun : callable
         ``fun(x) -> (value, gradient)``, with ``value`` a float and
         ``gradient`` a new float64 array shaped like ``x``.
-    x0 : ndarray of shape (n,)
-        Starting point (not modified).
+    x0 : ndarray of shape (n,), or callable
+        Starting point (not modified), or a function of no arguments that
+        returns it: then no caller holds a reference to the start, whose
+        memory goes back at the first step.
     max_iter : int, default=500
         Maximum number of iterations (accepted steps).
     max_fun : int or None, default=None
@@ -107,6 +109,8 @@ def minimize_lbfgs(
     -------
     result : LBFGSResult
     """
+    if callable(x0):
+        x0 = x0()
     x = np.asarray(x0, dtype=np.float64)  # never written to: steps make new arrays
     del x0  # x is rebound at the first step: the start need not stay in memory
     n = x.size

@@ -38,6 +38,7 @@ from ..potts import (
     estimate_fit_memory,
     sequence_weights,
 )
+from ..potts._gather import available as gather_available
 from ._alignment import Alignment
 from ._figure import plot_contact_map
 from ._formats import (
@@ -479,6 +480,15 @@ def _model_states(alignment, args):
     return alignment.n_states - (args.gaps == "ignore")
 
 
+def _fit_algorithm(args):
+    """``--algorithm`` as the estimator resolves it: ``auto`` gathers on the
+    CPU when numba is installed."""
+    if args.algorithm != "auto":
+        return args.algorithm
+    on_cpu = (args.device or "cpu") == "cpu"
+    return "gather" if on_cpu and gather_available() else "dense"
+
+
 def _check_memory(alignment, args, progress):
     """The estimated peak of the fit, in bytes; stops at once above the limit."""
     n_states = _model_states(alignment, args)
@@ -488,6 +498,7 @@ def _check_memory(alignment, args, progress):
         n_states,
         args.model,
         args.heads,
+        algorithm=_fit_algorithm(args),
     )
     limit = args.max_memory
     source = "--max-memory"
@@ -501,6 +512,7 @@ def _check_memory(alignment, args, progress):
                 n_states,
                 "factored",
                 args.heads,
+                algorithm=_fit_algorithm(args),
             )
             options = f"--model factored (about {format_bytes(factored)})"
         else:

@@ -371,13 +371,21 @@ def _parameters(couplings, fields, states, positions, residues):
 
 
 def write_couplings(
-    file, couplings, fields, *, states, positions=None, residues=None, **metadata
+    file,
+    couplings,
+    fields,
+    *,
+    states,
+    positions=None,
+    residues=None,
+    compress=False,
+    **metadata,
 ):
     """Save the parameters of a Potts model to a ``.npz`` archive.
 
-    The archive (:func:`numpy.savez_compressed`, readable without pickle by
-    :func:`numpy.load` with ``allow_pickle=False`` or :func:`read_couplings`)
-    holds the arrays
+    The archive (:func:`numpy.savez`, or :func:`numpy.savez_compressed` with
+    ``compress``; readable without pickle by :func:`numpy.load` with
+    ``allow_pickle=False`` or :func:`read_couplings`) holds the arrays
 
     - ``couplings``, float64 of shape ``(L, q, L, q)``;
     - ``fields``, float64 of shape ``(L, q)``;
@@ -411,6 +419,11 @@ def write_couplings(
     residues : str, sequence of str or None, default=None
         Letter of each site, e.g. the focus sequence; ``L`` single
         characters.
+    compress : bool, default=False
+        Whether to deflate the archive. Fitted couplings are doubles whose
+        low bits are noise: deflating shrinks them little (a quarter at most,
+        from the zero diagonal blocks) and takes far longer than writing
+        them, which for a long family is a large share of the whole run.
     **metadata : str, int, float, bool or None
         Scalars stored with the parameters, e.g. ``n_eff``,
         ``alpha_couplings``, ``alpha_fields``, ``n_iter``, ``objective``;
@@ -487,13 +500,14 @@ def write_couplings(
         "residues": np.array("" if residues is None else "".join(residues)),
         "metadata": np.array(json.dumps(scalars, sort_keys=True)),
     }
+    save = np.savez_compressed if compress else np.savez
     if isinstance(file, (str, os.PathLike)):
         # Opened here, so that the file has exactly the name given.
         with open(file, "wb") as handle:
-            np.savez_compressed(handle, **arrays)
+            save(handle, **arrays)
     elif hasattr(file, "write"):
         try:
-            np.savez_compressed(file, **arrays)
+            save(file, **arrays)
         except TypeError:  # a file opened in text mode
             raise TypeError(
                 "file must be opened in binary mode (its write() refuses bytes)."

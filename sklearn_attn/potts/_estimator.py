@@ -434,7 +434,7 @@ class PottsPseudoLikelihood(
             else self.alpha_couplings
         )
         parametrization = self._make_parametrization(n_sites, n_states)
-        self._check_memory(device, len(codes), n_sites, n_states)
+        self._check_memory(device, algorithm, len(codes), n_sites, n_states)
         frequencies = _state_frequencies(codes, weights, n_states)
         weight_sum = float(weights.sum())
         init = self._resolved_init()
@@ -489,13 +489,18 @@ class PottsPseudoLikelihood(
             )
         return "gather"
 
-    def _check_memory(self, device, n_rows, n_sites, n_states):
+    def _check_memory(self, device, algorithm, n_rows, n_sites, n_states):
         """Stop before any work when the fit's arrays cannot fit in memory."""
         if device.kind != "cpu":
             return  # the large arrays live in the device's memory
         limit = available_memory_bytes()
         estimate = estimate_fit_memory(
-            n_rows, n_sites, n_states, self.parametrization, self.n_heads
+            n_rows,
+            n_sites,
+            n_states,
+            self.parametrization,
+            self.n_heads,
+            algorithm=algorithm,
         )
         if limit is not None and estimate > limit:
             raise memory_error(
@@ -616,8 +621,9 @@ class PottsPseudoLikelihood(
 
         run = self._lbfgs_run(
             fun,
-            # Made here, so that minimize_lbfgs holds the only reference.
-            initial() * precondition,
+            # Made inside minimize_lbfgs, so that no frame here keeps the
+            # start alive through the run.
+            lambda: initial() * precondition,
             scale,
             history=_LBFGS_HISTORY,
             history_dtype=np.float32,

@@ -3,8 +3,10 @@
 A one-hot row has one nonzero per site, so the logits ``X @ J_mat.T`` of a
 sequence are a sum of ``L`` rows of ``J_mat.T``, and the coupling gradient
 ``D^T X`` a sum of residual rows grouped by the state at each site: ``n L^2 q``
-additions each, instead of the ``2 n (L q)^2`` flops of a dense product. Both
-kernels work on column panels narrow enough that the panel in use stays in
+additions each, instead of the ``2 n (L q)^2`` flops of a dense product. For
+symmetric couplings stored by pairs (the full model), a third kernel adds
+the gradient straight into the pairs, so no ``(L q)^2`` gradient is formed.
+The kernels work on column panels narrow enough that the panel in use stays in
 cache; the rows of the matrix a panel gathers get one extra zero row, where a
 missing site points.
 
@@ -30,6 +32,8 @@ __all__ = [
     "site_groups",
     "gather_logits",
     "gather_gradient",
+    "gather_pair_gradient",
+    "softmax_residual",
 ]
 
 #: Columns of a panel: a multiple of the SIMD width, and narrow enough that a
@@ -164,3 +168,76 @@ def gather_gradient(groups, residual, grad, *, n_threads, panels=None):
         _kernels().gather_gradient, order, bounds, panels, grad, n_threads=n_threads
     )
     return grad
+
+
+def gather_pair_gradient(groups, residual, pairs, *, n_threads, panels=None):
+    """Add the gradient of symmetric couplings stored by pairs to ``pairs``.
+
+    For each pair of sites ``i < j``, ``pairs[k, a, b]`` (``k`` the pair's
+    index in ``np.triu_indices(L, 1)`` order) gains the sum of
+    ``residual[s, j q + b]`` over the rows with ``s_i = a`` and of
+    ``residual[s, i q + a]`` over those with ``s_j = b``: the blocks ``(i, j)``
+    and ``(j, i)^T`` of ``residual.T @ X`` together, which is the gradient of
+    a coupling that appears in both. ``groups``, ``residual`` and ``panels``
+    are those of :func:`gather_gradient`; ``pairs`` is a C-contiguous float64
+    array of shape ``(L (L - 1) / 2, q, q)``.
+    """
+    order, bounds = groups
+    n_sites, n_states = bounds.shape[0], bounds.shape[1] - 1
+    expected = (n_sites * (n_sites - 1) // 2, n_states, n_states)
+    if pairs.shape != expected or pairs.dtype != np.float64:
+        raise ValueError(f"pairs must be float64 of shape {expected}.")
+    if not pairs.flags.c_contiguous:
+        raise ValueError("pairs must be C-contiguous.")
+    width = panels_shape(*residual.shape, residual.dtype.itemsize)[2]
+    panels = column_panels(residual, width, out=panels)
+    n_panels = panels.shape[0]
+    # First, last, second, second to last...: neighbours in this order do
+    # short and long halves of the work, so equal runs of it are balanced.
+    panel_order = np.empty(n_panels, dtype=np.int64)
+    panel_order[0::2] = np.arange((n_panels + 1) // 2)
+    panel_order[1::2] = n_panels - 1 - np.arange(n_panels // 2)
+    kernel = _kernels().gather_pair_gradient
+    flat = pairs.reshape(-1)
+    for later in (True, False):
+        _launch(
+            kernel, order, bounds, panels, panel_order, flat, later, n_threads=n_threads
+        )
+    return pairs
+
+
+def softmax_residual(logits, fields_row, positions, present, weights, *, n_threads):
+    """A block's data term from its logits; leaves ``w_s (p - x)`` in ``logits``.
+
+    ``logits`` (n, L q) holds ``X @ J_mat.T``; ``fields_row`` (1, L q) the
+    fields; ``positions`` (n, L) the column of each site's observed state,
+    ``present`` (n, L) whether the site is there (None: all are), ``weights``
+    (n,) float64. Each site's logits are shifted by their largest before the
+    exponentials (NumPy's, which are vectorised), so no normaliser
+    underflows. Returns ``-sum_s w_s sum_{i present} log p(s_i | s_-i)``.
+    """
+    kernels = _kernels()
+    if present is None:
+        present = np.ones(positions.shape, dtype=np.bool_)
+    observed = np.empty(logits.shape[0])
+    log_norm = np.empty(logits.shape[0])
+    _launch(
+        kernels.shift_logits,
+        logits,
+        fields_row,
+        positions,
+        present,
+        observed,
+        n_threads=n_threads,
+    )
+    np.exp(logits, out=logits)
+    _launch(
+        kernels.normalise_residual,
+        logits,
+        positions,
+        present,
+        weights,
+        log_norm,
+        n_threads=n_threads,
+    )
+    return -float(weights @ (observed - log_norm))

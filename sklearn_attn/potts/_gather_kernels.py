@@ -69,10 +69,146 @@ def gather_gradient(order, bounds, residual_panels, grad):  # pragma: no cover
                 if start == stop:
                     continue
                 acc[:] = 0
-                for t in range(start, stop):
+                # Four rows at a time, as in the logits.
+                t = start
+                while t + 4 <= stop:
+                    r0 = panel[order[i, t]]
+                    r1 = panel[order[i, t + 1]]
+                    r2 = panel[order[i, t + 2]]
+                    r3 = panel[order[i, t + 3]]
+                    for k in range(width):
+                        acc[k] += (r0[k] + r1[k]) + (r2[k] + r3[k])
+                    t += 4
+                while t < stop:
                     row = panel[order[i, t]]
                     for k in range(width):
                         acc[k] += row[k]
+                    t += 1
                 column = i * n_states + a
                 for k in range(used):
                     grad[first + k, column] += acc[k]
+
+
+@numba.njit(**_OPTIONS)
+def gather_pair_gradient(
+    order, bounds, residual_panels, panel_order, pairs, later
+):  # pragma: no cover - compiled
+    """Half of the gradient of symmetric couplings stored by pairs ``i < j``.
+
+    ``pairs`` is the flat float64 ``(L (L - 1) / 2, q, q)`` array of the pairs
+    in ``np.triu_indices`` order. With ``later``, the groups of each site ``g``
+    meet the residual columns of the sites after it: ``pairs[(g, j), a, b] +=
+    sum_{s : s_g = a} residual[s, j q + b]``; without, those before it:
+    ``pairs[(i, g), a, b] += sum_{s : s_g = b} residual[s, i q + a]``. The two
+    halves write the same entries from different panels, so each is a launch
+    of its own; ``panel_order`` pairs early and late panels, whose halves are
+    short and long, so that the threads' shares of the work are alike.
+    """
+    n_sites = bounds.shape[0]
+    n_states = bounds.shape[1] - 1
+    n_panels, _, width = residual_panels.shape
+    n_columns = n_sites * n_states
+    for t in numba.prange(n_panels):
+        p = panel_order[t]
+        first = p * width
+        used = min(width, n_columns - first)
+        panel = residual_panels[p]
+        acc = np.empty(width, dtype=residual_panels.dtype)
+        for g in range(n_sites):
+            if later:
+                lo, hi = max(0, (g + 1) * n_states - first), used
+            else:
+                lo, hi = 0, min(used, g * n_states - first)
+            if lo >= hi:
+                continue
+            for a in range(n_states):
+                start = bounds[g, a]
+                stop = bounds[g, a + 1]
+                if start == stop:
+                    continue
+                # Slices indexed from zero: a loop from ``lo`` does not
+                # vectorise.
+                part = acc[lo:hi]
+                part[:] = 0
+                # Four rows at a time, as in the logits.
+                t_row = start
+                while t_row + 4 <= stop:
+                    r0 = panel[order[g, t_row], lo:hi]
+                    r1 = panel[order[g, t_row + 1], lo:hi]
+                    r2 = panel[order[g, t_row + 2], lo:hi]
+                    r3 = panel[order[g, t_row + 3], lo:hi]
+                    for k in range(hi - lo):
+                        part[k] += (r0[k] + r1[k]) + (r2[k] + r3[k])
+                    t_row += 4
+                while t_row < stop:
+                    r0 = panel[order[g, t_row], lo:hi]
+                    for k in range(hi - lo):
+                        part[k] += r0[k]
+                    t_row += 1
+                # The columns in runs of one site: one pair, consecutive
+                # states, written with a stride of 1 (later) or q.
+                k = lo
+                while k < hi:
+                    site = (first + k) // n_states
+                    state = first + k - site * n_states
+                    run = min(hi - k, n_states - state)
+                    if later:  # the pair (g, site), entries (a, state...)
+                        pair = g * (2 * n_sites - g - 1) // 2 + site - g - 1
+                        base = (pair * n_states + a) * n_states + state
+                        stride = 1
+                    else:  # the pair (site, g), entries (state..., a)
+                        pair = site * (2 * n_sites - site - 1) // 2 + g - site - 1
+                        base = (pair * n_states + state) * n_states + a
+                        stride = n_states
+                    for r in range(run):
+                        pairs[base + r * stride] += acc[k + r]
+                    k += run
+
+
+@numba.njit(**_OPTIONS)
+def shift_logits(logits, fields_row, positions, present, observed):  # pragma: no cover
+    """Add the fields to ``logits`` (n, L q) and shift each site's ``q`` logits
+    by their largest; ``observed[s]`` is the sum over the present sites of the
+    shifted logit of the observed state (``positions`` its column)."""
+    n_rows, n_sites = positions.shape
+    n_states = logits.shape[1] // n_sites
+    for s in numba.prange(n_rows):
+        total = 0.0
+        for i in range(n_sites):
+            z = logits[s, i * n_states : (i + 1) * n_states]
+            f = fields_row[0, i * n_states : (i + 1) * n_states]
+            top = z[0] + f[0]
+            for a in range(n_states):
+                z[a] += f[a]
+                top = max(top, z[a])
+            for a in range(n_states):
+                z[a] -= top
+            if present[s, i]:
+                total += logits[s, positions[s, i]]
+        observed[s] = total
+
+
+@numba.njit(**_OPTIONS)
+def normalise_residual(z, positions, present, weights, log_norm):  # pragma: no cover
+    """From the exponentials ``z`` of shifted logits, ``z = w_s (p - x)`` in
+    place (zero at the missing sites), and ``log_norm[s]``, the sum over the
+    present sites of the log normaliser."""
+    n_rows, n_sites = positions.shape
+    n_states = z.shape[1] // n_sites
+    for s in numba.prange(n_rows):
+        w = weights[s]
+        total = 0.0
+        for i in range(n_sites):
+            site = z[s, i * n_states : (i + 1) * n_states]
+            if not present[s, i]:
+                site[:] = 0
+                continue
+            norm = np.float64(0.0)
+            for a in range(n_states):
+                norm += site[a]
+            total += np.log(norm)
+            scale = w / norm
+            for a in range(n_states):
+                site[a] *= scale
+            z[s, positions[s, i]] -= w
+        log_norm[s] = total

@@ -307,46 +307,105 @@ def _dense_product(onehot, couplings_t, xp):
     return lambda out: xp.matmul(onehot, couplings_t, out=out)
 
 
-def _gather_data_term(rows, couplings_t, fields_row, n_states):
+def _coupling_panels(rows, couplings_t):
+    """``couplings_t`` (``J_mat.T``, in ``rows.dtype``) in the column panels the
+    logits kernel reads, in a buffer of ``rows``."""
+    width = couplings_t.shape[0]
+    shape = _gather.panels_shape(width, width, rows.dtype.itemsize)
+    return _gather.column_panels(
+        couplings_t, shape[2], out=rows.buffer("panels", shape, rows.dtype)
+    )
+
+
+def _gather_data_term(rows, panels, fields_row, add_gradient):
+    """``(value, grad_fields)`` by the gather kernels; each block's residual
+    goes to ``add_gradient(groups, residual, residual_panels)``.
+
+    ``panels`` are :func:`_coupling_panels`; ``grad_fields`` is float64 of
+    shape ``(L q,)``.
+    """
+    width = fields_row.shape[1]
+    grad_fields = np.zeros(width)
+    step = max(rows.block_rows, _PRODUCT_ROWS)
+    logits = rows.buffer("logits", (min(step, rows.n_rows), width), rows.dtype)
+    value = 0.0
+    for weights, positions, present, sites, groups in rows.gather_blocks(step):
+        residual = logits[: weights.shape[0]]
+        _gather.gather_logits(panels, sites, residual, n_threads=rows.n_threads)
+        value += _gather.softmax_residual(
+            residual,
+            fields_row,
+            positions,
+            present,
+            weights,
+            n_threads=rows.n_threads,
+        )
+        grad_fields += residual.sum(axis=0, dtype=np.float64)
+        residual_shape = _gather.panels_shape(*residual.shape, rows.dtype.itemsize)
+        add_gradient(
+            groups,
+            residual,
+            rows.buffer("residual panels", residual_shape, rows.dtype),
+        )
+    return value, grad_fields
+
+
+def _gather_products_data_term(rows, couplings_t, fields_row, n_states):
     """``(value, grad_couplings, grad_fields)`` by the gather kernels.
 
     ``couplings_t`` is ``J_mat.T`` in ``rows.dtype``. The float64 coupling
     gradient is a buffer of ``rows``, which the next call overwrites.
     """
     width = couplings_t.shape[0]
-    grad_fields = np.zeros(width) if rows.has_missing else None
-    itemsize = rows.dtype.itemsize
-    shape = _gather.panels_shape(width, width, itemsize)
-    panels = _gather.column_panels(
-        couplings_t, shape[2], out=rows.buffer("panels", shape, rows.dtype)
-    )
+    panels = _coupling_panels(rows, couplings_t)
     grad_couplings = rows.buffer("gradient", (width, width), np.float64)
     grad_couplings[...] = 0.0
-    step = max(rows.block_rows, _PRODUCT_ROWS)
-    logits = rows.buffer("logits", (min(step, rows.n_rows), width), rows.dtype)
-    value = 0.0
-    for weights, positions, present, sites, groups in rows.gather_blocks(step):
-        residual = logits[: weights.shape[0]]
 
-        def product(out, sites=sites):
-            _gather.gather_logits(panels, sites, out, n_threads=rows.n_threads)
-
-        value += _block_residual(
-            product, weights, positions, present, residual, fields_row, np
-        )
-        if grad_fields is not None:
-            grad_fields += residual.sum(axis=0, dtype=np.float64)
-        residual_shape = _gather.panels_shape(*residual.shape, itemsize)
+    def add_gradient(groups, residual, residual_panels):
         _gather.gather_gradient(
             groups,
             residual,
             grad_couplings,
             n_threads=rows.n_threads,
-            panels=rows.buffer("residual panels", residual_shape, rows.dtype),
+            panels=residual_panels,
         )
-    if grad_fields is None:
-        grad_fields = _fields_gradient(grad_couplings, n_states)
+
+    value, grad_fields = _gather_data_term(rows, panels, fields_row, add_gradient)
     return value, grad_couplings, grad_fields.reshape(-1, n_states)
+
+
+def _gather_pairs_data_term(rows, parametrization, theta, scale=None):
+    """The full model's data term by gathers, its gradient in the parameter vector.
+
+    No ``(L q)^2`` gradient is formed: each block's gradient goes straight
+    into the pairs of the vector (:func:`~._gather.gather_pair_gradient`),
+    and ``J_mat`` lives only until its panels are made, so that at most two
+    arrays of the couplings' size (``J_mat`` and its panels, then the panels
+    and the gradient) are in memory at once.
+    """
+    couplings_mat, fields = parametrization.couplings(
+        theta, np, dtype=rows.dtype, scale=scale
+    )
+    panels = _coupling_panels(rows, couplings_mat)  # symmetric: J_mat.T is J_mat
+    del couplings_mat
+    fields_row = fields.reshape(1, -1).astype(rows.dtype)
+    grad = np.empty(parametrization.n_params)
+    grad_fields, pairs = parametrization.split(grad)
+    pairs[...] = 0.0
+
+    def add_gradient(groups, residual, residual_panels):
+        _gather.gather_pair_gradient(
+            groups,
+            residual,
+            pairs,
+            n_threads=rows.n_threads,
+            panels=residual_panels,
+        )
+
+    value, grad_fields.reshape(-1)[...] = _gather_data_term(
+        rows, panels, fields_row, add_gradient
+    )
+    return value, grad
 
 
 def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=False):
@@ -377,7 +436,7 @@ def data_term_and_gradient(rows, couplings_mat, fields, xp=np, *, symmetric=Fals
     couplings_t = xp.ascontiguousarray(couplings_t, dtype=rows.dtype)
     fields_row = fields.reshape(1, width).astype(rows.dtype)
     if rows.gather:
-        return _gather_data_term(rows, couplings_t, fields_row, n_states)
+        return _gather_products_data_term(rows, couplings_t, fields_row, n_states)
     grad_fields = xp.zeros(width) if rows.has_missing else None
     value = 0.0
     grad_couplings = xp.zeros((width, width))
@@ -455,7 +514,7 @@ def data_term_and_products_gradient(rows, couplings_mat, fields, xp=np):
     couplings = xp.ascontiguousarray(couplings_mat, dtype=rows.dtype)
     fields_row = fields.reshape(1, width).astype(rows.dtype)
     if rows.gather:
-        return _gather_data_term(rows, couplings, fields_row, n_states)
+        return _gather_products_data_term(rows, couplings, fields_row, n_states)
     grad_fields = xp.zeros(width) if rows.has_missing else None
     step = max(rows.block_rows, _PRODUCT_ROWS)
     value = 0.0
@@ -778,20 +837,24 @@ def objective(
     the parameters are ``theta / scale`` (the gradient is still with respect to
     the parameters). A symmetric parametrization (the full model) builds
     ``J_mat`` directly in the products' precision, takes its data term in
-    large blocks (:func:`data_term_and_products_gradient`) and adds its
-    penalty on the parameters, dividing by ``scale`` piece by piece; the
-    others go through ``J_mat`` in double precision.
+    large blocks (:func:`data_term_and_products_gradient`, or by gathers
+    straight into the parameters' gradient) and adds its penalty on the
+    parameters, dividing by ``scale`` piece by piece; the others go through
+    ``J_mat`` in double precision.
     """
     if parametrization.symmetric:
-        couplings_mat, fields = parametrization.couplings(
-            theta, xp, dtype=rows.dtype, scale=scale
-        )
-        value, grad_couplings, grad_fields = data_term_and_products_gradient(
-            rows, couplings_mat, fields, xp
-        )
-        del couplings_mat
-        grad = parametrization.pull_back(theta, grad_couplings, grad_fields, xp)
-        del grad_couplings
+        if rows.gather:
+            value, grad = _gather_pairs_data_term(rows, parametrization, theta, scale)
+        else:
+            couplings_mat, fields = parametrization.couplings(
+                theta, xp, dtype=rows.dtype, scale=scale
+            )
+            value, grad_couplings, grad_fields = data_term_and_products_gradient(
+                rows, couplings_mat, fields, xp
+            )
+            del couplings_mat
+            grad = parametrization.pull_back(theta, grad_couplings, grad_fields, xp)
+            del grad_couplings
         value += parametrization.add_penalty(
             theta, grad, alpha_fields, alpha_couplings, xp, scale=scale
         )

@@ -456,7 +456,8 @@ class _SequenceModelMixin:
 
     # -- fitting --------------------------------------------------------------
     def _lbfgs_run(self, fun, x0, scale, **options):
-        """One L-BFGS run of the per-site mean objective ``fun`` from ``x0``.
+        """One L-BFGS run of the per-site mean objective ``fun`` from ``x0``
+        (an array, or a function that makes it: see :func:`minimize_lbfgs`).
 
         ``fun`` returns the objective divided by ``scale`` (the weight sum
         times the number of sites, so that tolerances mean the same at any

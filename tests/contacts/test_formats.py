@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import os
+import zipfile
 
 import numpy as np
 import pytest
@@ -128,6 +129,28 @@ def test_couplings_defaults_and_npz_layout():
         assert archive["states"].tolist() == ["a", "b"]
         assert archive["residues"][()] == ""
         assert json.loads(archive["metadata"][()]) == {}
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_couplings_are_deflated_only_when_asked(compress):
+    """Same arrays either way; ``compress`` stores every member deflated,
+    the default stores them as they are (zip's "stored" method)."""
+    couplings = np.zeros((6, 4, 6, 4))  # zeros: deflating must shrink them
+    fields = np.ones((6, 4))
+    buffer = io.BytesIO()
+    write_couplings(buffer, couplings, fields, states="abcd", compress=compress)
+    buffer.seek(0)
+    with zipfile.ZipFile(buffer) as archive:
+        methods = {info.compress_type for info in archive.infolist()}
+        sizes = {i.filename: (i.compress_size, i.file_size) for i in archive.infolist()}
+    expected = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    assert methods == {expected}
+    packed, raw = sizes["couplings.npy"]
+    assert (packed < raw / 10) if compress else (packed == raw)
+    buffer.seek(0)
+    saved = read_couplings(buffer)
+    assert_array_equal(saved.couplings, couplings)
+    assert_array_equal(saved.fields, fields)
 
 
 def test_couplings_path_is_used_as_given(tmp_path):

@@ -69,7 +69,7 @@ def test_estimate_bounds_the_peak_of_a_fit(
     finally:
         tracemalloc.stop()
     estimate = estimate_fit_memory(
-        n_samples, n_sites, n_states, parametrization, n_heads=2
+        n_samples, n_sites, n_states, parametrization, n_heads=2, algorithm=algorithm
     )
     # From above, and not by more than the fixed overhead and a factor of 2.
     assert peak <= estimate <= 2 * peak + 32 * 2**20
@@ -81,6 +81,8 @@ def test_estimate_grows_with_the_square_of_the_couplings():
     overhead = 32 * 2**20
     assert 3.9 < (large - overhead) / (small - overhead) < 4.0
     assert estimate_fit_memory(1000, 100, 21, "factored") < small
+    # The gathers form no float64 gradient of the couplings.
+    assert estimate_fit_memory(1000, 100, 21, "full", algorithm="gather") < small
 
 
 @pytest.mark.parametrize(
@@ -91,6 +93,7 @@ def test_estimate_grows_with_the_square_of_the_couplings():
         (dict(n_states=2.5), "n_states must be an integer >= 2"),
         (dict(n_heads=True), "n_heads must be an integer >= 1"),
         (dict(parametrization="dense"), "parametrization must be"),
+        (dict(algorithm="blas"), "algorithm must be 'dense' or 'gather'"),
     ],
 )
 def test_estimate_refuses_bad_sizes(kwargs, match):
@@ -102,19 +105,31 @@ def test_estimate_refuses_bad_sizes(kwargs, match):
 # -- the estimator stops before the work ----------------------------------------------
 
 
-def test_fit_refuses_a_model_larger_than_the_memory(monkeypatch):
-    # A machine of 64 GB: the full model of 3,000 sites needs about 222 GB.
+@pytest.mark.parametrize(
+    "algorithm, needed",
+    [
+        ("dense", "222 GB"),
+        pytest.param(
+            "gather",
+            "183 GB",
+            marks=pytest.mark.skipif(not gather_available(), reason="needs numba"),
+        ),
+    ],
+)
+def test_fit_refuses_a_model_larger_than_the_memory(monkeypatch, algorithm, needed):
+    # A machine of 64 GB: the full model of 3,000 sites needs about 222 GB by
+    # one-hot products, 183 GB by gathers (56 and 46 bytes per coupling).
     monkeypatch.setattr(potts_estimator, "available_memory_bytes", lambda: 64 * 10**9)
     X = np.zeros((5, 3000), dtype=np.int64)
     X[0] = 1
-    model = PottsPseudoLikelihood("full", states=range(21))
+    model = PottsPseudoLikelihood("full", states=range(21), algorithm=algorithm)
     start = time.perf_counter()
-    with pytest.raises(MemoryError, match=r"needs about 222 GB.*more than 64 GB"):
+    with pytest.raises(MemoryError, match=rf"needs about {needed}.*more than 64 GB"):
         model.fit(X)
     assert time.perf_counter() - start < 60  # no fit ran: far below a fit's time
     assert not hasattr(model, "couplings_")
     with pytest.raises(MemoryError, match="Fit the factored model"):
-        PottsPseudoLikelihood("full", states=range(21)).fit(X)
+        PottsPseudoLikelihood("full", states=range(21), algorithm=algorithm).fit(X)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -153,15 +168,28 @@ def test_command_refuses_a_fit_beyond_max_memory(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_command_refuses_a_long_family_at_once(tmp_path, capsys):
-    # 3,000 columns: about 222 GB for the full model, refused after reading.
+@pytest.mark.parametrize(
+    "algorithm, needed",
+    [
+        ("dense", "222 GB"),
+        pytest.param(
+            "gather",
+            "183 GB",
+            marks=pytest.mark.skipif(not gather_available(), reason="needs numba"),
+        ),
+    ],
+)
+def test_command_refuses_a_long_family_at_once(tmp_path, capsys, algorithm, needed):
+    # 3,000 columns: about 222 GB for the full model by one-hot products, 183 GB
+    # by gathers, refused after reading.
     rng = np.random.default_rng(0)
     letters = np.array(list("ACDEFGHIKLMNPQRSTVWY"))
     text = "".join(f">s{k}\n{''.join(rng.choice(letters, 3000))}\n" for k in range(5))
     path = tmp_path / "long.fasta"
     path.write_text(text)
-    assert _run(tmp_path, path, tmp_path / "out", "--max-memory", "64G") == 1
-    assert "needs about 222 GB" in capsys.readouterr().err
+    options = ("--max-memory", "64G", "--algorithm", algorithm)
+    assert _run(tmp_path, path, tmp_path / "out", *options) == 1
+    assert f"needs about {needed}" in capsys.readouterr().err
 
 
 def test_saved_weights_reproduce_the_fit(tmp_path):

@@ -1,5 +1,7 @@
 """The unbounded L-BFGS of the Potts fit, against exact minimisers and SciPy."""
 
+import weakref
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -139,3 +141,32 @@ def test_non_finite_values_shrink_the_step():
     assert result.status in (0, 2), result.message
     assert np.isfinite(result.fun)
     assert_allclose(result.x, 0.0, atol=1e-5)
+
+
+def test_a_start_made_by_a_function_is_released_at_the_first_step(
+    global_random_seed,
+):
+    """With ``x0`` a function, the run holds the only reference to the start:
+    it is gone once the first step is taken, and the run is the same."""
+    rng = np.random.default_rng(global_random_seed)
+    fun, target = _quadratic(rng)
+    start = rng.standard_normal(target.size)
+    made = []
+
+    def make_start():
+        made.append(weakref.ref(x := start.copy()))
+        return x
+
+    alive_at = []
+
+    def watched(x):
+        alive_at.append(made[0]() is not None)
+        return fun(x)
+
+    by_function = minimize_lbfgs(watched, make_start, max_iter=20, ftol=0, gtol=0)
+    by_array = minimize_lbfgs(fun, start, max_iter=20, ftol=0, gtol=0)
+    assert len(made) == 1
+    # Alive through the first step's evaluations, gone after the step.
+    assert alive_at[0] and not alive_at[-1]
+    assert made[0]() is None
+    assert_allclose(by_function.x, by_array.x, rtol=0, atol=0)

@@ -43,6 +43,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn_attn import PottsPseudoLikelihood
 from sklearn_attn.contacts import read_alignment
 from sklearn_attn.potts import ALPHABETS
+from sklearn_attn.potts._gather import available as gather_available
 
 SPEC = {
     "parametrization": (["factored", "full"], ["plm", None]),
@@ -57,6 +58,11 @@ SPEC = {
     "init": (["auto", "random"], ["spectral", None]),
     "n_init": ([1, 2], [0, 1.5]),
     "random_state": ([0, 1], INVALID_RANDOM_STATES),
+    # "auto" is the gathers where numba is installed; "dense" the one-hot products.
+    "algorithm": (
+        ["auto", "dense"] + (["gather"] if gather_available() else []),
+        ["blas", None],
+    ),
 }
 ALPHABET_NAMES = ["dna", "protein", "rna", "XYZ-"]
 # Names a refusal of sequences may cite (the encoder says "sequences[3]").
