@@ -1,9 +1,10 @@
 """The compiled loops of :mod:`._gather`; importing this module imports numba.
 
-Both kernels run over column panels in parallel: every output entry is
-written by one thread in a fixed order, so the result does not depend on the
-number of threads. Sums within a panel run in the dtype of the inputs, as a
-BLAS product of the same dtype would.
+The gathers run over column panels in parallel, the softmax of a block over
+its rows: every output entry is written by one thread in a fixed order, so
+the result does not depend on the number of threads. Sums within a panel run
+in the dtype of the inputs, as a BLAS product of the same dtype would; the
+normalisers and log-likelihoods of the softmax in float64.
 """
 
 import numba

@@ -379,9 +379,9 @@ def _gather_pairs_data_term(rows, parametrization, theta, scale=None):
 
     No ``(L q)^2`` gradient is formed: each block's gradient goes straight
     into the pairs of the vector (:func:`~._gather.gather_pair_gradient`),
-    and ``J_mat`` lives only until its panels are made, so that at most two
-    arrays of the couplings' size (``J_mat`` and its panels, then the panels
-    and the gradient) are in memory at once.
+    and ``J_mat`` lives only until its panels are made, so that the
+    evaluation holds at most two arrays of the couplings' size at once
+    (``J_mat`` and its panels, then the panels and the gradient).
     """
     couplings_mat, fields = parametrization.couplings(
         theta, np, dtype=rows.dtype, scale=scale
@@ -402,9 +402,8 @@ def _gather_pairs_data_term(rows, parametrization, theta, scale=None):
             panels=residual_panels,
         )
 
-    value, grad_fields.reshape(-1)[...] = _gather_data_term(
-        rows, panels, fields_row, add_gradient
-    )
+    value, data_grad_fields = _gather_data_term(rows, panels, fields_row, add_gradient)
+    grad_fields.reshape(-1)[...] = data_grad_fields
     return value, grad
 
 
