@@ -13,6 +13,28 @@ import numpy as np
 _OPTIONS = {"parallel": True, "fastmath": True, "cache": True, "nogil": True}
 
 
+@numba.njit(fastmath=True, cache=True, nogil=True)
+def _add_rows(acc, panel, rows, lo, hi):  # pragma: no cover - compiled
+    """``acc[lo:hi] += panel[r, lo:hi]`` for each ``r`` in ``rows``, four rows
+    at a time (four independent loads per addition), in a fixed order."""
+    part = acc[lo:hi]  # indexed from zero: a loop from ``lo`` does not vectorise
+    n_rows = rows.shape[0]
+    t = 0
+    while t + 4 <= n_rows:
+        r0 = panel[rows[t], lo:hi]
+        r1 = panel[rows[t + 1], lo:hi]
+        r2 = panel[rows[t + 2], lo:hi]
+        r3 = panel[rows[t + 3], lo:hi]
+        for k in range(hi - lo):
+            part[k] += (r0[k] + r1[k]) + (r2[k] + r3[k])
+        t += 4
+    while t < n_rows:
+        r0 = panel[rows[t], lo:hi]
+        for k in range(hi - lo):
+            part[k] += r0[k]
+        t += 1
+
+
 @numba.njit(**_OPTIONS)
 def gather_logits(panels, sites, out):  # pragma: no cover - compiled
     """``out[s, c] = sum_i matrix[sites[s, i], c]``, the matrix in panels."""
@@ -26,21 +48,7 @@ def gather_logits(panels, sites, out):  # pragma: no cover - compiled
         acc = np.empty(width, dtype=panels.dtype)
         for s in range(n_rows):
             acc[:] = 0
-            # Four rows at a time: four independent loads per addition.
-            i = 0
-            while i + 4 <= n_sites:
-                r0 = panel[sites[s, i]]
-                r1 = panel[sites[s, i + 1]]
-                r2 = panel[sites[s, i + 2]]
-                r3 = panel[sites[s, i + 3]]
-                for k in range(width):
-                    acc[k] += (r0[k] + r1[k]) + (r2[k] + r3[k])
-                i += 4
-            while i < n_sites:
-                r0 = panel[sites[s, i]]
-                for k in range(width):
-                    acc[k] += r0[k]
-                i += 1
+            _add_rows(acc, panel, sites[s], 0, width)
             for k in range(used):
                 out[s, first + k] = acc[k]
 
@@ -70,21 +78,7 @@ def gather_gradient(order, bounds, residual_panels, grad):  # pragma: no cover
                 if start == stop:
                     continue
                 acc[:] = 0
-                # Four rows at a time, as in the logits.
-                t = start
-                while t + 4 <= stop:
-                    r0 = panel[order[i, t]]
-                    r1 = panel[order[i, t + 1]]
-                    r2 = panel[order[i, t + 2]]
-                    r3 = panel[order[i, t + 3]]
-                    for k in range(width):
-                        acc[k] += (r0[k] + r1[k]) + (r2[k] + r3[k])
-                    t += 4
-                while t < stop:
-                    row = panel[order[i, t]]
-                    for k in range(width):
-                        acc[k] += row[k]
-                    t += 1
+                _add_rows(acc, panel, order[i, start:stop], 0, width)
                 column = i * n_states + a
                 for k in range(used):
                     grad[first + k, column] += acc[k]
@@ -127,25 +121,8 @@ def gather_pair_gradient(
                 stop = bounds[g, a + 1]
                 if start == stop:
                     continue
-                # Slices indexed from zero: a loop from ``lo`` does not
-                # vectorise.
-                part = acc[lo:hi]
-                part[:] = 0
-                # Four rows at a time, as in the logits.
-                t_row = start
-                while t_row + 4 <= stop:
-                    r0 = panel[order[g, t_row], lo:hi]
-                    r1 = panel[order[g, t_row + 1], lo:hi]
-                    r2 = panel[order[g, t_row + 2], lo:hi]
-                    r3 = panel[order[g, t_row + 3], lo:hi]
-                    for k in range(hi - lo):
-                        part[k] += (r0[k] + r1[k]) + (r2[k] + r3[k])
-                    t_row += 4
-                while t_row < stop:
-                    r0 = panel[order[g, t_row], lo:hi]
-                    for k in range(hi - lo):
-                        part[k] += r0[k]
-                    t_row += 1
+                acc[lo:hi] = 0
+                _add_rows(acc, panel, order[g, start:stop], lo, hi)
                 # The columns in runs of one site: one pair, consecutive
                 # states, written with a stride of 1 (later) or q.
                 k = lo

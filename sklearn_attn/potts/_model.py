@@ -317,9 +317,10 @@ def _coupling_panels(rows, couplings_t):
     )
 
 
-def _gather_data_term(rows, panels, fields_row, add_gradient):
+def _gather_data_term(rows, panels, fields_row, add_gradient, gradient):
     """``(value, grad_fields)`` by the gather kernels; each block's residual
-    goes to ``add_gradient(groups, residual, residual_panels)``.
+    is added to ``gradient`` by ``add_gradient`` (:func:`~._gather.gather_gradient`
+    or :func:`~._gather.gather_pair_gradient`).
 
     ``panels`` are :func:`_coupling_panels`; ``grad_fields`` is float64 of
     shape ``(L q,)``.
@@ -345,7 +346,9 @@ def _gather_data_term(rows, panels, fields_row, add_gradient):
         add_gradient(
             groups,
             residual,
-            rows.buffer("residual panels", residual_shape, rows.dtype),
+            gradient,
+            n_threads=rows.n_threads,
+            panels=rows.buffer("residual panels", residual_shape, rows.dtype),
         )
     return value, grad_fields
 
@@ -360,17 +363,9 @@ def _gather_products_data_term(rows, couplings_t, fields_row, n_states):
     panels = _coupling_panels(rows, couplings_t)
     grad_couplings = rows.buffer("gradient", (width, width), np.float64)
     grad_couplings[...] = 0.0
-
-    def add_gradient(groups, residual, residual_panels):
-        _gather.gather_gradient(
-            groups,
-            residual,
-            grad_couplings,
-            n_threads=rows.n_threads,
-            panels=residual_panels,
-        )
-
-    value, grad_fields = _gather_data_term(rows, panels, fields_row, add_gradient)
+    value, grad_fields = _gather_data_term(
+        rows, panels, fields_row, _gather.gather_gradient, grad_couplings
+    )
     return value, grad_couplings, grad_fields.reshape(-1, n_states)
 
 
@@ -392,17 +387,9 @@ def _gather_pairs_data_term(rows, parametrization, theta, scale=None):
     grad = np.empty(parametrization.n_params)
     grad_fields, pairs = parametrization.split(grad)
     pairs[...] = 0.0
-
-    def add_gradient(groups, residual, residual_panels):
-        _gather.gather_pair_gradient(
-            groups,
-            residual,
-            pairs,
-            n_threads=rows.n_threads,
-            panels=residual_panels,
-        )
-
-    value, data_grad_fields = _gather_data_term(rows, panels, fields_row, add_gradient)
+    value, data_grad_fields = _gather_data_term(
+        rows, panels, fields_row, _gather.gather_pair_gradient, pairs
+    )
     grad_fields.reshape(-1)[...] = data_grad_fields
     return value, grad
 

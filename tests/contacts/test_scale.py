@@ -104,18 +104,19 @@ def test_estimate_refuses_bad_sizes(kwargs, match):
 
 # -- the estimator stops before the work ----------------------------------------------
 
+# What the full model of 3,000 sites x 21 states needs, by algorithm (56 and 46
+# bytes per coupling).
+_LONG_FAMILY_NEEDS = [
+    ("dense", "222 GB"),
+    pytest.param(
+        "gather",
+        "183 GB",
+        marks=pytest.mark.skipif(not gather_available(), reason="needs numba"),
+    ),
+]
 
-@pytest.mark.parametrize(
-    "algorithm, needed",
-    [
-        ("dense", "222 GB"),
-        pytest.param(
-            "gather",
-            "183 GB",
-            marks=pytest.mark.skipif(not gather_available(), reason="needs numba"),
-        ),
-    ],
-)
+
+@pytest.mark.parametrize("algorithm, needed", _LONG_FAMILY_NEEDS)
 def test_fit_refuses_a_model_larger_than_the_memory(monkeypatch, algorithm, needed):
     # A machine of 64 GB: the full model of 3,000 sites needs about 222 GB by
     # one-hot products, 183 GB by gathers (56 and 46 bytes per coupling).
@@ -168,17 +169,7 @@ def test_command_refuses_a_fit_beyond_max_memory(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(
-    "algorithm, needed",
-    [
-        ("dense", "222 GB"),
-        pytest.param(
-            "gather",
-            "183 GB",
-            marks=pytest.mark.skipif(not gather_available(), reason="needs numba"),
-        ),
-    ],
-)
+@pytest.mark.parametrize("algorithm, needed", _LONG_FAMILY_NEEDS)
 def test_command_refuses_a_long_family_at_once(tmp_path, capsys, algorithm, needed):
     # 3,000 columns: about 222 GB for the full model by one-hot products, 183 GB
     # by gathers, refused after reading.
