@@ -36,9 +36,9 @@ from ..potts import (
     PottsPseudoLikelihood,
     apc,
     estimate_fit_memory,
+    resolve_algorithm,
     sequence_weights,
 )
-from ..potts._gather import available as gather_available
 from ._alignment import Alignment
 from ._figure import plot_contact_map
 from ._formats import (
@@ -480,25 +480,17 @@ def _model_states(alignment, args):
     return alignment.n_states - (args.gaps == "ignore")
 
 
-def _fit_algorithm(args):
-    """``--algorithm`` as the estimator resolves it: ``auto`` gathers on the
-    CPU when numba is installed."""
-    if args.algorithm != "auto":
-        return args.algorithm
-    on_cpu = (args.device or "cpu") == "cpu"
-    return "gather" if on_cpu and gather_available() else "dense"
-
-
 def _check_memory(alignment, args, progress):
     """The estimated peak of the fit, in bytes; stops at once above the limit."""
     n_states = _model_states(alignment, args)
+    algorithm = resolve_algorithm(args.algorithm, args.device)
     estimate = estimate_fit_memory(
         alignment.n_sequences,
         alignment.n_sites,
         n_states,
         args.model,
         args.heads,
-        algorithm=_fit_algorithm(args),
+        algorithm=algorithm,
     )
     limit = args.max_memory
     source = "--max-memory"
@@ -512,7 +504,7 @@ def _check_memory(alignment, args, progress):
                 n_states,
                 "factored",
                 args.heads,
-                algorithm=_fit_algorithm(args),
+                algorithm=algorithm,
             )
             options = f"--model factored (about {format_bytes(factored)})"
         else:

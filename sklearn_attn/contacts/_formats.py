@@ -1,6 +1,10 @@
 """Files for other tools: ranked contact tables, plmc's coupling scores, parameters,
 sequence weights.
 
+One topic, the files the command shares with other tools: each writer and its
+reader (or the tool that reads it) change together, and they share the checks
+of the site numbers, letters and parameters they hold.
+
 :func:`write_contacts` writes the ranked pairs as CSV, :func:`write_ec`
 plmc's coupling-scores format (as EVcouplings reads it),
 :func:`write_couplings` / :func:`read_couplings` the model's parameters as

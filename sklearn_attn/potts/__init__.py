@@ -27,6 +27,7 @@ from ._enumeration import (
     exact_distribution,
 )
 from ._estimator import PottsPseudoLikelihood
+from ._gather import resolve_algorithm
 from ._memory import estimate_fit_memory
 from ._sampling import conditional_log_probs, gibbs_sample, zero_sum_gauge
 from ._scores import apc, frobenius_scores
@@ -48,6 +49,7 @@ __all__ = [
     "filter_alignment",
     "frobenius_scores",
     "gibbs_sample",
+    "resolve_algorithm",
     "sequence_weights",
     "zero_sum_gauge",
 ]

@@ -30,7 +30,7 @@ from .._backend import (
     to_host,
 )
 from ._alignment import _state_frequencies
-from ._gather import available as gather_available
+from ._gather import resolve_algorithm
 from ._mean_field import mean_field_couplings
 from ._memory import estimate_fit_memory, memory_error
 from ._model import (
@@ -473,21 +473,9 @@ class PottsPseudoLikelihood(
     def _resolved_algorithm(self, device):
         """``algorithm`` with ``"auto"`` resolved for ``device``; checked
         before any work."""
-        if self.algorithm == "dense":
-            return "dense"
-        if self.algorithm == "auto":
-            return "gather" if device.kind == "cpu" and gather_available() else "dense"
-        if device.kind != "cpu":
-            raise ValueError(
-                "algorithm='gather' computes on the CPU only; use algorithm="
-                f"'dense' or 'auto' on device={self.device!r}."
-            )
-        if not gather_available():
-            raise ImportError(
-                "algorithm='gather' needs numba: pip install 'sklearn-attn[fast]', "
-                "or use algorithm='dense'."
-            )
-        return "gather"
+        return resolve_algorithm(
+            self.algorithm, "cpu" if device.kind == "cpu" else self.device or "cuda"
+        )
 
     def _check_memory(self, device, algorithm, n_rows, n_sites, n_states):
         """Stop before any work when the fit's arrays cannot fit in memory."""

@@ -25,6 +25,7 @@ import numpy as np
 
 __all__ = [
     "available",
+    "resolve_algorithm",
     "PANEL_WIDTH",
     "panel_width",
     "panels_shape",
@@ -46,6 +47,60 @@ _SMALLEST_PANEL = 32
 def available():
     """Whether numba can be imported (without importing it)."""
     return importlib.util.find_spec("numba") is not None
+
+
+def resolve_algorithm(algorithm="auto", device=None):
+    """The products a Potts fit computes by, ``"gather"`` or ``"dense"``.
+
+    What :class:`~sklearn_attn.PottsPseudoLikelihood` with these ``algorithm``
+    and ``device`` runs (its ``algorithm_``), known before the fit: ``"auto"``
+    is the gathers on the CPU when numba is installed, the dense one-hot
+    products otherwise (always on a GPU).
+
+    Parameters
+    ----------
+    algorithm : {"auto", "gather", "dense"}, default="auto"
+    device : None, "cpu", "cuda" or "cuda:N", default=None
+        ``None`` is the CPU (an estimator with ``device=None`` follows its
+        input: pass the device of the input).
+
+    Returns
+    -------
+    algorithm : {"gather", "dense"}
+
+    Raises
+    ------
+    ValueError
+        For another ``algorithm``, or ``"gather"`` on a GPU.
+    ImportError
+        For ``"gather"`` without numba (the ``fast`` extra).
+
+    Examples
+    --------
+    >>> from sklearn_attn.potts import resolve_algorithm
+    >>> resolve_algorithm("dense")
+    'dense'
+    >>> resolve_algorithm("auto", device="cuda")
+    'dense'
+    """
+    if algorithm not in ("auto", "gather", "dense"):
+        raise ValueError(
+            f"algorithm must be 'auto', 'gather' or 'dense'; got {algorithm!r}."
+        )
+    on_cpu = device is None or str(device) == "cpu"
+    if algorithm == "auto":
+        return "gather" if on_cpu and available() else "dense"
+    if algorithm == "gather" and not on_cpu:
+        raise ValueError(
+            "algorithm='gather' computes on the CPU only; use algorithm="
+            f"'dense' or 'auto' on device={device!r}."
+        )
+    if algorithm == "gather" and not available():
+        raise ImportError(
+            "algorithm='gather' needs numba: pip install 'sklearn-attn[fast]', "
+            "or use algorithm='dense'."
+        )
+    return algorithm
 
 
 _LAUNCH_LOCK = threading.Lock()

@@ -19,7 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_attn import PottsPseudoLikelihood
 from sklearn_attn.datasets import make_potts_sequences
-from sklearn_attn.potts import _gather, _model
+from sklearn_attn.potts import _gather, _model, resolve_algorithm
 from sklearn_attn.potts._model import OneHotRows
 
 needs_numba = pytest.mark.skipif(
@@ -339,7 +339,7 @@ def test_auto_chooses_gather_on_the_cpu_with_numba(monkeypatch):
     X = _planted(0, n=50)
     model = PottsPseudoLikelihood("full", max_iter=2).fit(X)
     assert model.algorithm_ == ("gather" if _gather.available() else "dense")
-    monkeypatch.setattr("sklearn_attn.potts._estimator.gather_available", lambda: False)
+    monkeypatch.setattr(_gather, "available", lambda: False)
     assert PottsPseudoLikelihood("full", max_iter=2).fit(X).algorithm_ == "dense"
     with pytest.raises(ImportError, match=r"sklearn-attn\[fast\].*'dense'"):
         PottsPseudoLikelihood("full", algorithm="gather").fit(X)
@@ -353,6 +353,21 @@ def test_gather_is_refused_on_a_gpu_and_auto_is_dense(monkeypatch):
     assert model.algorithm_ == "dense"
     with pytest.raises(ValueError, match="CPU only"):
         PottsPseudoLikelihood("full", algorithm="gather", device="cuda").fit(X)
+
+
+def test_resolve_algorithm_is_what_a_fit_runs(monkeypatch):
+    expected_auto = "gather" if _gather.available() else "dense"
+    assert resolve_algorithm() == resolve_algorithm("auto", "cpu") == expected_auto
+    assert resolve_algorithm("auto", "cuda:1") == "dense"
+    assert resolve_algorithm("dense", "cuda") == "dense"
+    with pytest.raises(ValueError, match="algorithm must be 'auto', 'gather'"):
+        resolve_algorithm("blas")
+    with pytest.raises(ValueError, match="CPU only.*device='cuda'"):
+        resolve_algorithm("gather", "cuda")
+    monkeypatch.setattr(_gather, "available", lambda: False)
+    assert resolve_algorithm("auto") == "dense"
+    with pytest.raises(ImportError, match=r"sklearn-attn\[fast\]"):
+        resolve_algorithm("gather")
 
 
 def test_algorithm_is_validated():
