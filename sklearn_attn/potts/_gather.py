@@ -208,24 +208,39 @@ def gather_logits(panels, sites, out, *, n_threads):
     return out
 
 
-def gather_gradient(groups, residual, grad, *, n_threads, panels=None):
+def gather_gradient(
+    groups, residual, grad, *, n_threads, panels=None, column_sums=None
+):
     """Add ``residual.T @ X`` to the float64 ``grad``, ``X`` the one-hot rows.
 
     ``groups`` is :func:`site_groups` of the rows' codes; ``residual`` is
     (n, L q), ``grad`` (L q, L q). The residual is first copied into column
     panels (into ``panels`` when given, of the shape :func:`column_panels`
-    makes), so that the rows a panel gathers are contiguous.
+    makes), so that the rows a panel gathers are contiguous. At each site no
+    row misses, the state of most rows is not summed but found as the
+    column sums of all rows (``column_sums``, float64, computed when not
+    given) less the other states' sums.
     """
     order, bounds = groups
     width = panels_shape(*residual.shape, residual.dtype.itemsize)[2]
     panels = column_panels(residual, width, out=panels)
+    if column_sums is None:
+        column_sums = residual.sum(axis=0, dtype=np.float64)
     _launch(
-        _kernels().gather_gradient, order, bounds, panels, grad, n_threads=n_threads
+        _kernels().gather_gradient,
+        order,
+        bounds,
+        panels,
+        column_sums,
+        grad,
+        n_threads=n_threads,
     )
     return grad
 
 
-def gather_pair_gradient(groups, residual, pairs, *, n_threads, panels=None):
+def gather_pair_gradient(
+    groups, residual, pairs, *, n_threads, panels=None, column_sums=None
+):
     """Add the gradient of symmetric couplings stored by pairs to ``pairs``.
 
     For each pair of sites ``i < j``, ``pairs[k, a, b]`` (``k`` the pair's
@@ -233,9 +248,9 @@ def gather_pair_gradient(groups, residual, pairs, *, n_threads, panels=None):
     ``residual[s, j q + b]`` over the rows with ``s_i = a`` and of
     ``residual[s, i q + a]`` over those with ``s_j = b``: the blocks ``(i, j)``
     and ``(j, i)^T`` of ``residual.T @ X`` together, which is the gradient of
-    a coupling that appears in both. ``groups``, ``residual`` and ``panels``
-    are those of :func:`gather_gradient`; ``pairs`` is a C-contiguous float64
-    array of shape ``(L (L - 1) / 2, q, q)``.
+    a coupling that appears in both. ``groups``, ``residual``, ``panels`` and
+    ``column_sums`` are those of :func:`gather_gradient`; ``pairs`` is a
+    C-contiguous float64 array of shape ``(L (L - 1) / 2, q, q)``.
     """
     order, bounds = groups
     n_sites, n_states = bounds.shape[0], bounds.shape[1] - 1
@@ -252,11 +267,21 @@ def gather_pair_gradient(groups, residual, pairs, *, n_threads, panels=None):
     panel_order = np.empty(n_panels, dtype=np.int64)
     panel_order[0::2] = np.arange((n_panels + 1) // 2)
     panel_order[1::2] = n_panels - 1 - np.arange(n_panels // 2)
+    if column_sums is None:
+        column_sums = residual.sum(axis=0, dtype=np.float64)
     kernel = _kernels().gather_pair_gradient
     flat = pairs.reshape(-1)
     for later in (True, False):
         _launch(
-            kernel, order, bounds, panels, panel_order, flat, later, n_threads=n_threads
+            kernel,
+            order,
+            bounds,
+            panels,
+            column_sums,
+            panel_order,
+            flat,
+            later,
+            n_threads=n_threads,
         )
     return pairs
 

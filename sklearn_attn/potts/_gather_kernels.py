@@ -35,11 +35,52 @@ def _add_rows(acc, panel, rows, lo, hi):  # pragma: no cover - compiled
         t += 1
 
 
+@numba.njit(fastmath=True, cache=True, nogil=True)
+def _largest_group(bounds, site):  # pragma: no cover - compiled
+    """The state of most rows at ``site``, or -1 when some row misses it (the
+    groups then do not hold every row)."""
+    if bounds[site, 0] > 0:
+        return -1
+    largest, size = 0, bounds[site, 1] - bounds[site, 0]
+    for a in range(1, bounds.shape[1] - 1):
+        if bounds[site, a + 1] - bounds[site, a] > size:
+            largest, size = a, bounds[site, a + 1] - bounds[site, a]
+    return largest
+
+
+@numba.njit(fastmath=True, cache=True, nogil=True)
+def _add_to_pairs(
+    pairs, values, first, lo, hi, g, a, n_sites, n_states, later
+):  # pragma: no cover - compiled
+    """Add ``values[lo:hi]``, the sums of group ``(g, a)`` over the columns
+    ``first + lo`` to ``first + hi``, to the pairs they are the gradient of:
+    ``(g, site)`` at ``(a, state)`` for the sites after ``g`` (``later``), or
+    ``(site, g)`` at ``(state, a)`` for those before it."""
+    # The columns in runs of one site: one pair, consecutive states, written
+    # with a stride of 1 (later) or q.
+    k = lo
+    while k < hi:
+        site = (first + k) // n_states
+        state = first + k - site * n_states
+        run = min(hi - k, n_states - state)
+        if later:
+            pair = g * (2 * n_sites - g - 1) // 2 + site - g - 1
+            base = (pair * n_states + a) * n_states + state
+            stride = 1
+        else:
+            pair = site * (2 * n_sites - site - 1) // 2 + g - site - 1
+            base = (pair * n_states + state) * n_states + a
+            stride = n_states
+        for r in range(run):
+            pairs[base + r * stride] += values[k + r]
+        k += run
+
+
 @numba.njit(**_OPTIONS)
 def gather_logits(panels, sites, out):  # pragma: no cover - compiled
     """``out[s, c] = sum_i matrix[sites[s, i], c]``, the matrix in panels."""
     n_panels, _, width = panels.shape
-    n_rows, n_sites = sites.shape
+    n_rows = sites.shape[0]
     n_columns = out.shape[1]
     for p in numba.prange(n_panels):
         first = p * width
@@ -54,13 +95,17 @@ def gather_logits(panels, sites, out):  # pragma: no cover - compiled
 
 
 @numba.njit(**_OPTIONS)
-def gather_gradient(order, bounds, residual_panels, grad):  # pragma: no cover
+def gather_gradient(
+    order, bounds, residual_panels, column_sums, grad
+):  # pragma: no cover - compiled
     """``grad[c, i q + a] += sum_{s : s_i = a} residual[s, c]``, the residual
     in panels.
 
     ``order[i]`` lists the rows sorted by their state at site ``i``, missing
     rows first; rows ``bounds[i, a]`` to ``bounds[i, a + 1]`` of it have state
-    ``a``.
+    ``a``. The largest group of a site that no row misses is not summed: it is
+    ``column_sums`` (float64, the sums of all rows) less the other groups,
+    which saves its rows (in a protein alignment, the consensus residue's).
     """
     n_sites = bounds.shape[0]
     n_states = bounds.shape[1] - 1
@@ -71,22 +116,30 @@ def gather_gradient(order, bounds, residual_panels, grad):  # pragma: no cover
         used = min(width, n_columns - first)
         panel = residual_panels[p]
         acc = np.empty(width, dtype=residual_panels.dtype)
+        rest = np.empty(width)
         for i in range(n_sites):
+            largest = _largest_group(bounds, i)
+            rest[:] = 0
             for a in range(n_states):
                 start = bounds[i, a]
                 stop = bounds[i, a + 1]
-                if start == stop:
+                if start == stop or a == largest:
                     continue
                 acc[:] = 0
                 _add_rows(acc, panel, order[i, start:stop], 0, width)
                 column = i * n_states + a
                 for k in range(used):
                     grad[first + k, column] += acc[k]
+                    rest[k] += acc[k]
+            if largest >= 0:
+                column = i * n_states + largest
+                for k in range(used):
+                    grad[first + k, column] += column_sums[first + k] - rest[k]
 
 
 @numba.njit(**_OPTIONS)
 def gather_pair_gradient(
-    order, bounds, residual_panels, panel_order, pairs, later
+    order, bounds, residual_panels, column_sums, panel_order, pairs, later
 ):  # pragma: no cover - compiled
     """Half of the gradient of symmetric couplings stored by pairs ``i < j``.
 
@@ -97,7 +150,9 @@ def gather_pair_gradient(
     ``pairs[(i, g), a, b] += sum_{s : s_g = b} residual[s, i q + a]``. The two
     halves write the same entries from different panels, so each is a launch
     of its own; ``panel_order`` pairs early and late panels, whose halves are
-    short and long, so that the threads' shares of the work are alike.
+    short and long, so that the threads' shares of the work are alike. As in
+    :func:`gather_gradient`, the largest group of a site that no row misses
+    is ``column_sums`` less the others.
     """
     n_sites = bounds.shape[0]
     n_states = bounds.shape[1] - 1
@@ -109,6 +164,7 @@ def gather_pair_gradient(
         used = min(width, n_columns - first)
         panel = residual_panels[p]
         acc = np.empty(width, dtype=residual_panels.dtype)
+        rest = np.empty(width)
         for g in range(n_sites):
             if later:
                 lo, hi = max(0, (g + 1) * n_states - first), used
@@ -116,31 +172,27 @@ def gather_pair_gradient(
                 lo, hi = 0, min(used, g * n_states - first)
             if lo >= hi:
                 continue
+            largest = _largest_group(bounds, g)
+            rest[lo:hi] = 0
             for a in range(n_states):
                 start = bounds[g, a]
                 stop = bounds[g, a + 1]
-                if start == stop:
+                if start == stop or a == largest:
                     continue
                 acc[lo:hi] = 0
                 _add_rows(acc, panel, order[g, start:stop], lo, hi)
-                # The columns in runs of one site: one pair, consecutive
-                # states, written with a stride of 1 (later) or q.
-                k = lo
-                while k < hi:
-                    site = (first + k) // n_states
-                    state = first + k - site * n_states
-                    run = min(hi - k, n_states - state)
-                    if later:  # the pair (g, site), entries (a, state...)
-                        pair = g * (2 * n_sites - g - 1) // 2 + site - g - 1
-                        base = (pair * n_states + a) * n_states + state
-                        stride = 1
-                    else:  # the pair (site, g), entries (state..., a)
-                        pair = site * (2 * n_sites - site - 1) // 2 + g - site - 1
-                        base = (pair * n_states + state) * n_states + a
-                        stride = n_states
-                    for r in range(run):
-                        pairs[base + r * stride] += acc[k + r]
-                    k += run
+                _add_to_pairs(pairs, acc, first, lo, hi, g, a, n_sites, n_states, later)
+                if largest >= 0:
+                    part, summed = rest[lo:hi], acc[lo:hi]
+                    for k in range(hi - lo):
+                        part[k] += summed[k]
+            if largest >= 0:
+                part, total = rest[lo:hi], column_sums[first + lo : first + hi]
+                for k in range(hi - lo):
+                    part[k] = total[k] - part[k]
+                _add_to_pairs(
+                    pairs, rest, first, lo, hi, g, largest, n_sites, n_states, later
+                )
 
 
 @numba.njit(**_OPTIONS)

@@ -341,7 +341,8 @@ def _gather_data_term(rows, panels, fields_row, add_gradient, gradient):
             weights,
             n_threads=rows.n_threads,
         )
-        grad_fields += residual.sum(axis=0, dtype=np.float64)
+        column_sums = residual.sum(axis=0, dtype=np.float64)
+        grad_fields += column_sums
         residual_shape = _gather.panels_shape(*residual.shape, rows.dtype.itemsize)
         add_gradient(
             groups,
@@ -349,6 +350,7 @@ def _gather_data_term(rows, panels, fields_row, add_gradient, gradient):
             gradient,
             n_threads=rows.n_threads,
             panels=rows.buffer("residual panels", residual_shape, rows.dtype),
+            column_sums=column_sums,
         )
     return value, grad_fields
 

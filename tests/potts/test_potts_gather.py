@@ -103,13 +103,18 @@ def test_gather_logits_match_loops(n_sites, n_states, dtype, global_random_seed)
 
 
 @needs_numba
+@pytest.mark.parametrize("missing", [0.0, 0.2], ids=["complete", "missing"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_sites, n_states", [(3, 2), (7, 5), (13, 21)])
-def test_gather_gradient_matches_loops(n_sites, n_states, dtype, global_random_seed):
+def test_gather_gradient_matches_loops(
+    n_sites, n_states, dtype, missing, global_random_seed
+):
     """``grad += residual.T @ X`` by loops; at most 37 terms of order one a sum
-    (float32 rounding ~1e-6 relative each), into a float64 start that is kept."""
+    (float32 rounding ~1e-6 relative each), into a float64 start that is kept.
+    Complete sites take their largest state as the column sums less the
+    others; sites with missing rows sum every state."""
     rng = np.random.default_rng(global_random_seed)
-    codes = _codes(rng, 37, n_sites, n_states)
+    codes = _codes(rng, 37, n_sites, n_states, missing=missing)
     width = n_sites * n_states
     residual = rng.standard_normal((37, width)).astype(dtype)
     start = rng.standard_normal((width, width))
@@ -127,17 +132,19 @@ def test_gather_gradient_matches_loops(n_sites, n_states, dtype, global_random_s
 
 
 @needs_numba
+@pytest.mark.parametrize("missing", [0.0, 0.2], ids=["complete", "missing"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_sites, n_states", [(2, 3), (3, 2), (7, 5), (13, 21)])
 def test_gather_pair_gradient_matches_loops(
-    n_sites, n_states, dtype, global_random_seed
+    n_sites, n_states, dtype, missing, global_random_seed
 ):
     """For each pair ``i < j``, ``pairs[k, a, b]`` gains the residual of
     column ``(j, b)`` over the rows with ``s_i = a`` and of column ``(i, a)``
     over those with ``s_j = b``; at most 2 x 37 terms of order one a sum, into
-    a float64 start that is kept (tolerances as for the full gradient)."""
+    a float64 start that is kept (tolerances as for the full gradient); the
+    largest state of a complete site as in ``gather_gradient``."""
     rng = np.random.default_rng(global_random_seed)
-    codes = _codes(rng, 37, n_sites, n_states)
+    codes = _codes(rng, 37, n_sites, n_states, missing=missing)
     q = n_states
     residual = rng.standard_normal((37, n_sites * q)).astype(dtype)
     n_pairs = n_sites * (n_sites - 1) // 2
@@ -215,10 +222,11 @@ def test_softmax_residual_matches_loops(missing, dtype, global_random_seed):
 
 
 @needs_numba
-def test_kernels_do_not_depend_on_the_number_of_threads(global_random_seed):
+@pytest.mark.parametrize("missing", [0.0, 0.2], ids=["complete", "missing"])
+def test_kernels_do_not_depend_on_the_number_of_threads(missing, global_random_seed):
     """Each entry is summed by one thread in a fixed order: bit-identical."""
     rng = np.random.default_rng(global_random_seed)
-    codes = _codes(rng, 300, 20, 21)
+    codes = _codes(rng, 300, 20, 21, missing=missing)
     width = 20 * 21
     matrix = rng.standard_normal((width, width)).astype(np.float32)
     panels = _gather.column_panels(matrix, 32)
