@@ -216,10 +216,11 @@ def gather_gradient(
     ``groups`` is :func:`site_groups` of the rows' codes; ``residual`` is
     (n, L q), ``grad`` (L q, L q). The residual is first copied into column
     panels (into ``panels`` when given, of the shape :func:`column_panels`
-    makes), so that the rows a panel gathers are contiguous. At each site no
-    row misses, the state of most rows is not summed but found as the
-    column sums of all rows (``column_sums``, float64, computed when not
-    given) less the other states' sums.
+    makes), so that the rows a panel gathers are contiguous. At each site, the
+    state of most rows is not summed but found as the column sums of all rows
+    (``column_sums``, float64, computed when not given) less the other states'
+    sums and the sums of the rows that miss the site, unless more rows miss
+    it than have that state.
     """
     order, bounds = groups
     width = panels_shape(*residual.shape, residual.dtype.itemsize)[2]

@@ -37,15 +37,32 @@ def _add_rows(acc, panel, rows, lo, hi):  # pragma: no cover - compiled
 
 @numba.njit(fastmath=True, cache=True, nogil=True)
 def _largest_group(bounds, site):  # pragma: no cover - compiled
-    """The state of most rows at ``site``, or -1 when some row misses it (the
-    groups then do not hold every row)."""
-    if bounds[site, 0] > 0:
-        return -1
+    """The state of most rows at ``site``, or -1 when fewer rows have it than
+    miss the site: its sum, taken as the column sums less the other groups and
+    the missing rows, would then cost more rows than it saves."""
     largest, size = 0, bounds[site, 1] - bounds[site, 0]
     for a in range(1, bounds.shape[1] - 1):
         if bounds[site, a + 1] - bounds[site, a] > size:
             largest, size = a, bounds[site, a + 1] - bounds[site, a]
-    return largest
+    return largest if size > bounds[site, 0] else -1
+
+
+@numba.njit(fastmath=True, cache=True, nogil=True)
+def _rest_of_group(
+    rest, acc, panel, missing_rows, lo, hi
+):  # pragma: no cover - compiled
+    """Start ``rest[lo:hi]``, the sums the largest group is the column sums
+    less, with the sums of the rows that miss the site (in ``acc``'s dtype,
+    as the groups are summed)."""
+    part = rest[lo:hi]
+    if missing_rows.shape[0] == 0:
+        part[:] = 0
+        return
+    acc[lo:hi] = 0
+    _add_rows(acc, panel, missing_rows, lo, hi)
+    summed = acc[lo:hi]
+    for k in range(hi - lo):
+        part[k] = summed[k]
 
 
 @numba.njit(fastmath=True, cache=True, nogil=True)
@@ -103,9 +120,10 @@ def gather_gradient(
 
     ``order[i]`` lists the rows sorted by their state at site ``i``, missing
     rows first; rows ``bounds[i, a]`` to ``bounds[i, a + 1]`` of it have state
-    ``a``. The largest group of a site that no row misses is not summed: it is
-    ``column_sums`` (float64, the sums of all rows) less the other groups,
-    which saves its rows (in a protein alignment, the consensus residue's).
+    ``a``. The largest group of a site is not summed: it is ``column_sums``
+    (float64, the sums of all rows) less the other groups and the rows that
+    miss the site, which saves its rows (in a protein alignment, the consensus
+    residue's) wherever it holds more rows than miss the site.
     """
     n_sites = bounds.shape[0]
     n_states = bounds.shape[1] - 1
@@ -119,7 +137,8 @@ def gather_gradient(
         rest = np.empty(width)
         for i in range(n_sites):
             largest = _largest_group(bounds, i)
-            rest[:] = 0
+            if largest >= 0:
+                _rest_of_group(rest, acc, panel, order[i, : bounds[i, 0]], 0, width)
             for a in range(n_states):
                 start = bounds[i, a]
                 stop = bounds[i, a + 1]
@@ -151,8 +170,8 @@ def gather_pair_gradient(
     halves write the same entries from different panels, so each is a launch
     of its own; ``panel_order`` pairs early and late panels, whose halves are
     short and long, so that the threads' shares of the work are alike. As in
-    :func:`gather_gradient`, the largest group of a site that no row misses
-    is ``column_sums`` less the others.
+    :func:`gather_gradient`, the largest group of a site is ``column_sums``
+    less the others and the missing rows.
     """
     n_sites = bounds.shape[0]
     n_states = bounds.shape[1] - 1
@@ -173,7 +192,8 @@ def gather_pair_gradient(
             if lo >= hi:
                 continue
             largest = _largest_group(bounds, g)
-            rest[lo:hi] = 0
+            if largest >= 0:
+                _rest_of_group(rest, acc, panel, order[g, : bounds[g, 0]], lo, hi)
             for a in range(n_states):
                 start = bounds[g, a]
                 stop = bounds[g, a + 1]

@@ -103,7 +103,9 @@ def test_gather_logits_match_loops(n_sites, n_states, dtype, global_random_seed)
 
 
 @needs_numba
-@pytest.mark.parametrize("missing", [0.0, 0.2], ids=["complete", "missing"])
+@pytest.mark.parametrize(
+    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_sites, n_states", [(3, 2), (7, 5), (13, 21)])
 def test_gather_gradient_matches_loops(
@@ -111,8 +113,10 @@ def test_gather_gradient_matches_loops(
 ):
     """``grad += residual.T @ X`` by loops; at most 37 terms of order one a sum
     (float32 rounding ~1e-6 relative each), into a float64 start that is kept.
-    Complete sites take their largest state as the column sums less the
-    others; sites with missing rows sum every state."""
+    A site takes its largest state as the column sums less the other states
+    and the missing rows where more rows have that state than miss the site
+    (every site when none is missing; with few missing, sites with missing
+    rows too), and sums every state where not (many missing, many states)."""
     rng = np.random.default_rng(global_random_seed)
     codes = _codes(rng, 37, n_sites, n_states, missing=missing)
     width = n_sites * n_states
@@ -132,7 +136,9 @@ def test_gather_gradient_matches_loops(
 
 
 @needs_numba
-@pytest.mark.parametrize("missing", [0.0, 0.2], ids=["complete", "missing"])
+@pytest.mark.parametrize(
+    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_sites, n_states", [(2, 3), (3, 2), (7, 5), (13, 21)])
 def test_gather_pair_gradient_matches_loops(
@@ -222,7 +228,9 @@ def test_softmax_residual_matches_loops(missing, dtype, global_random_seed):
 
 
 @needs_numba
-@pytest.mark.parametrize("missing", [0.0, 0.2], ids=["complete", "missing"])
+@pytest.mark.parametrize(
+    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
+)
 def test_kernels_do_not_depend_on_the_number_of_threads(missing, global_random_seed):
     """Each entry is summed by one thread in a fixed order: bit-identical."""
     rng = np.random.default_rng(global_random_seed)
