@@ -418,3 +418,35 @@ def _state_frequencies(codes, weights, n_states):
     frequencies = np.full(counts.shape, 1.0 / n_states)
     np.divide(counts, totals, out=frequencies, where=totals > 0)
     return frequencies.ravel()
+
+
+# Rows of the one-hot block of :func:`_site_coverage`: about 16 MB of float64.
+_COVERAGE_BLOCK_BYTES = 2**24
+
+
+def _site_coverage(codes, weights, n_states):
+    """Weight of the sequences that have site ``i`` and state ``b`` at site
+    ``j``, shape (L, L * q); None when no sequence misses a site.
+
+    ``coverage[i, i q : (i + 1) q].sum()`` is the weight of the sequences that
+    have site ``i``. Summed over blocks of rows, as ``P^T W X`` for the mask
+    ``P`` of the sites present and the one-hot rows ``X``.
+    """
+    present = codes >= 0
+    if present.all():
+        return None
+    n, n_sites = codes.shape
+    width = n_sites * n_states
+    coverage = np.zeros((n_sites, width))
+    step = max(1, _COVERAGE_BLOCK_BYTES // (8 * width))
+    offsets = n_states * np.arange(n_sites)
+    for start in range(0, n, step):
+        block = codes[start : start + step]
+        mask = present[start : start + step]
+        onehot = np.zeros((block.shape[0], width))
+        rows = np.nonzero(mask)
+        onehot[rows[0], (block + offsets)[rows]] = weights[start : start + step][
+            rows[0]
+        ]
+        coverage += mask.T.astype(np.float64) @ onehot
+    return coverage

@@ -29,7 +29,7 @@ from .._backend import (
     to_device,
     to_host,
 )
-from ._alignment import _state_frequencies
+from ._alignment import _site_coverage, _state_frequencies
 from ._gather import resolve_algorithm
 from ._mean_field import mean_field_couplings
 from ._memory import estimate_fit_memory, memory_error
@@ -437,6 +437,13 @@ class PottsPseudoLikelihood(
         self._check_memory(device, algorithm, len(codes), n_sites, n_states)
         frequencies = _state_frequencies(codes, weights, n_states)
         weight_sum = float(weights.sum())
+        # With missing sites, the weight each coupling's conditionals see: the
+        # preconditioner's curvature (the factored model has none).
+        coverage = (
+            _site_coverage(codes, weights, n_states)
+            if self.parametrization == "full"
+            else None
+        )
         init = self._resolved_init()
         xp = device.xp
         with device.activate():
@@ -457,6 +464,7 @@ class PottsPseudoLikelihood(
                         parametrization,
                         frequencies,
                         weight_sum,
+                        coverage,
                         initial,
                         rows,
                         self.alpha_couplings_,
@@ -550,6 +558,7 @@ class PottsPseudoLikelihood(
         parametrization,
         frequencies,
         weight_sum,
+        coverage,
         initial,
         rows,
         alpha_couplings,
@@ -568,7 +577,7 @@ class PottsPseudoLikelihood(
         # in coordinates where the Hessian's diagonal is about one.
         scale = weight_sum * parametrization.n_sites
         curvature = parametrization.curvature(
-            frequencies, weight_sum, self.alpha_fields, alpha_couplings
+            frequencies, weight_sum, self.alpha_fields, alpha_couplings, coverage
         )
         unit_scaled = curvature is not None
         if curvature is None:

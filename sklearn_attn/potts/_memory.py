@@ -39,6 +39,10 @@ _BYTES_PER_ONE_HOT = 4
 # the sequences of a block, and the sites' indices of every sequence.
 _BYTES_PER_LOGIT = 8
 _BYTES_PER_SITE = 32
+# Bytes per entry L x (L q) of the full model's site coverage, the weights of
+# the sequences that have each pair of sites (float64; formed when some are
+# missing, for the preconditioner).
+_BYTES_PER_COVERAGE = 8
 # Bytes per parameter held besides the coupling matrix (the factored model's
 # parameters, gradient and L-BFGS history).
 _BYTES_PER_PARAMETER = {"full": 0, "factored": 96}
@@ -62,8 +66,10 @@ def estimate_fit_memory(
     for the full model by one-hot products and ``46 (L q)^2`` by gathers,
     ``28 (L q)^2`` for the factored one, plus ``4 n L q`` for the one-hot
     sequences (by gathers: ``8 L q`` for each of at most 2,048 sequences and
-    ``32 L`` for each). ``fit`` checks it against the available memory before
-    any work, and the ``contacts`` command against ``--max-memory``.
+    ``32 L`` for each), plus ``8 L^2 q`` for the full model's site coverage
+    (its preconditioner with missing sites). ``fit`` checks it against the
+    available memory before any work, and the ``contacts`` command against
+    ``--max-memory``.
 
     Parameters
     ----------
@@ -115,9 +121,11 @@ def estimate_fit_memory(
         )
     else:
         sequences = _BYTES_PER_ONE_HOT * n_sequences * width
+    coverage = _BYTES_PER_COVERAGE * n_sites * width if parametrization == "full" else 0
     return (
         _BYTES_PER_COUPLING[parametrization, algorithm] * width**2
         + sequences
+        + coverage
         + _BYTES_PER_PARAMETER[parametrization] * n_parameters
         + _OVERHEAD_BYTES
     )

@@ -674,25 +674,41 @@ class FullCouplings:
         )
         return theta
 
-    def curvature(self, frequencies, weight_sum, alpha_fields, alpha_couplings):
+    def curvature(
+        self, frequencies, weight_sum, alpha_fields, alpha_couplings, coverage=None
+    ):
         """Diagonal of the objective's Hessian at the independent-site model.
 
         Used to precondition L-BFGS: the curvature of a field scales with how
         often its state occurs, that of a coupling with two such frequencies, so
-        the raw parameters differ in scale by orders of magnitude.
+        the raw parameters differ in scale by orders of magnitude. With
+        missing sites, ``coverage`` (:func:`~._alignment._site_coverage`) is
+        the weight of the sequences that have site ``i`` and state ``b`` at
+        site ``j``: a conditional counts only the sequences that have its site,
+        and a coupling only those that have both; the diagonal is then exact
+        at the model whose conditionals are the frequencies of the sequences
+        that have the site.
         """
         L, q = self.n_sites, self.n_states
         f = frequencies.reshape(L, q)
         variance = f * (1.0 - f)
         i, j = self._pairs
         # Site i's conditional sees e_ij(a, b) when s_j = b, and site j's when s_i = a.
+        if coverage is None:
+            seen_by_i, seen_by_j = weight_sum * f[j], weight_sum * f[i]
+            field_weight = weight_sum
+        else:
+            coverage = coverage.reshape(L, L, q)
+            seen_by_i, seen_by_j = coverage[i, j], coverage[j, i]
+            field_weight = coverage[np.arange(L), np.arange(L)].sum(axis=1)[:, None]
         pair = (
-            variance[i, :, None] * f[j, None, :] + f[i, :, None] * variance[j, None, :]
+            variance[i, :, None] * seen_by_i[:, None, :]
+            + seen_by_j[:, :, None] * variance[j, None, :]
         )
         return np.concatenate(
             [
-                weight_sum * variance.ravel() + 2.0 * alpha_fields,
-                weight_sum * pair.ravel() + 2.0 * alpha_couplings,
+                (field_weight * variance).ravel() + 2.0 * alpha_fields,
+                pair.ravel() + 2.0 * alpha_couplings,
             ]
         )
 
@@ -811,7 +827,9 @@ class FactoredAttention:
         attention[:, np.arange(L), np.arange(L)] = 0.0
         return attention, values.reshape(H, q, q)
 
-    def curvature(self, frequencies, weight_sum, alpha_fields, alpha_couplings):
+    def curvature(
+        self, frequencies, weight_sum, alpha_fields, alpha_couplings, coverage=None
+    ):
         """No preconditioning: attention and values mix all sites and states."""
         return None
 

@@ -266,6 +266,62 @@ def test_frequencies_and_weights_of_a_gapped_fit(global_random_seed):
     assert missing.n_eff_ == as_state.n_eff_
 
 
+def test_site_coverage_matches_loops(monkeypatch, global_random_seed):
+    """Blocks of 8 rows: exact sums of the weights (of order one, 25 terms)."""
+    from sklearn_attn.potts import _alignment
+
+    rng = np.random.default_rng(global_random_seed)
+    codes = _gapped_codes(rng)
+    weights = rng.uniform(0.2, 2.0, len(codes))
+    monkeypatch.setattr(_alignment, "_COVERAGE_BLOCK_BYTES", 8 * 8 * L * Q)
+    coverage = _alignment._site_coverage(codes, weights, Q)
+    expected = np.zeros((L, L * Q))
+    for s, w in zip(codes, weights, strict=True):
+        for i in range(L):
+            for j in range(L):
+                if s[i] >= 0 and s[j] >= 0:
+                    expected[i, j * Q + s[j]] += w
+    assert_allclose(coverage, expected, rtol=1e-12, atol=1e-12)
+    assert _alignment._site_coverage(codes.clip(0), weights, Q) is None
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.3], ids=["complete", "missing"])
+def test_curvature_is_the_hessian_diagonal_at_the_independent_model(
+    missing, global_random_seed
+):
+    """The preconditioner's curvature against central differences of the
+    gradient, at zero couplings and fields whose conditionals are the
+    frequencies of the sequences that have the site. Both are exact there;
+    the differences' error (h^2 times third derivatives of order ten) is
+    ~1e-7, far below the tolerance."""
+    from sklearn_attn.potts._alignment import _site_coverage, _state_frequencies
+
+    rng = np.random.default_rng(global_random_seed)
+    codes = _gapped_codes(rng, n=40, missing=missing)
+    if missing == 0:
+        codes = rng.integers(0, Q, size=(40, L))
+    weights = rng.uniform(0.2, 2.0, len(codes))
+    parametrization = FullCouplings(L, Q)
+    rows = OneHotRows(codes, weights, Q)
+    frequencies = _state_frequencies(codes, weights, Q)
+    coverage = _site_coverage(codes, weights, Q)
+    assert (coverage is None) == (missing == 0)
+    curvature = parametrization.curvature(
+        frequencies, weights.sum(), 0.3, 0.7, coverage
+    )
+    theta = np.zeros(parametrization.n_params)
+    theta[: L * Q] = np.log(np.maximum(frequencies, 1e-12))
+    h = 1e-4
+    expected = np.empty_like(theta)
+    for k in range(theta.size):
+        step = np.zeros_like(theta)
+        step[k] = h
+        up = objective(theta + step, parametrization, rows, 0.3, 0.7)[1][k]
+        down = objective(theta - step, parametrization, rows, 0.3, 0.7)[1][k]
+        expected[k] = (up - down) / (2 * h)
+    assert_allclose(curvature, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_missing_state_in_predictions_after_auto_states(global_random_seed):
     """With states='auto', the missing code need not occur in fit."""
     rng = np.random.default_rng(global_random_seed)
