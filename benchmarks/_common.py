@@ -11,6 +11,20 @@ from pathlib import Path
 import numpy as np
 
 
+def _cpu_model():
+    """The CPU's model name (Linux's ``/proc/cpuinfo``), or None where unknown:
+    ratios against a reference in the same run compare across machines, times
+    do not."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def machine_info():
     """Platform, CPU count, load, library versions and BLAS thread pools."""
     import scipy
@@ -21,6 +35,7 @@ def machine_info():
     return {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "load_average_1_5_15": list(os.getloadavg()),
         "python": platform.python_version(),
