@@ -2,7 +2,9 @@
 
 One evaluation of :func:`sklearn_attn.potts._model.objective` (the full model,
 ``alpha_couplings=16``, ``alpha_fields=0.01``, float32 products) on random
-codes of ``n`` sequences and ``L`` sites (``q = 21``), by the two routes in
+codes of ``n`` sequences and ``L`` sites (``q = 21``), and on the distinct
+sequences of the bundled PF00014 family (their multiplicities as weights; a
+protein family, whose consensus residues the gathers skip), by the two routes in
 turn in one process: the median of repeats of each, after a first call that
 compiles the kernels and fills the buffers (timed apart), their ratio, and
 the two values and gradients against each other. Also, in fresh interpreters
@@ -53,15 +55,31 @@ def _evaluation_seconds(rows, model, theta, repeats):
     return value, grad.copy(), first, float(np.median(times))
 
 
-def compare(n_sites, n_sequences, repeats, seed=0):
+def _random_codes(n_sites, n_sequences, seed=0):
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, N_STATES, size=(n_sequences, n_sites))
+    return codes, rng.uniform(0.5, 1.0, n_sequences)
+
+
+def _pf00014_codes():
+    """PF00014's distinct sequences and their multiplicities."""
+    from sklearn_attn.datasets import load_pf00014
+    from sklearn_attn.potts import encode_sequences
+
+    family = load_pf00014()
+    codes = encode_sequences(family.sequences, alphabet=family.alphabet)
+    distinct, counts = np.unique(codes, axis=0, return_counts=True)
+    return distinct, counts.astype(np.float64)
+
+
+def compare(codes, weights, repeats, seed=0, **labels):
     from sklearn_attn.potts._model import FullCouplings, OneHotRows
 
     rng = np.random.default_rng(seed)
-    codes = rng.integers(0, N_STATES, size=(n_sequences, n_sites))
-    weights = rng.uniform(0.5, 1.0, n_sequences)
+    n_sequences, n_sites = codes.shape
     model = FullCouplings(n_sites, N_STATES)
     theta = 0.05 * rng.standard_normal(model.n_params)
-    result = {"L": n_sites, "n": n_sequences}
+    result = {**labels, "L": n_sites, "n": n_sequences}
     outcome = {}
     for algorithm in ("dense", "gather"):
         rows = OneHotRows(
@@ -153,8 +171,11 @@ def main(argv=None):
         args.sizes, args.n_sequences, args.repeats = [20], 500, 1
     record = {"machine": machine_info(), "n_states": N_STATES}
     record["sizes"] = [
-        compare(n_sites, args.n_sequences, args.repeats) for n_sites in args.sizes
+        compare(*_random_codes(n_sites, args.n_sequences), args.repeats)
+        for n_sites in args.sizes
     ]
+    if not args.quick:
+        record["pf00014"] = compare(*_pf00014_codes(), args.repeats, family="PF00014")
     record["imports"] = import_seconds()
     record["machine"]["load_average_after"] = machine_info()["load_average_1_5_15"]
     if not args.quick:

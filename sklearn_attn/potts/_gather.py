@@ -8,7 +8,9 @@ symmetric couplings stored by pairs (the full model), a third kernel adds
 the gradient straight into the pairs, so no ``(L q)^2`` gradient is formed.
 The kernels work on column panels narrow enough that the panel in use stays in
 cache; the rows of the matrix a panel gathers get one extra zero row, where a
-missing site points.
+missing site points. The logits gather from panels relative to the alignment's
+most frequent state at each site (:func:`relative_panels`): a sequence then sums
+the rows of only the sites where it differs from that consensus.
 
 numba is optional (the ``fast`` extra) and imported at the first kernel call,
 not with the package; :func:`available` tells whether it can be.
@@ -30,6 +32,9 @@ __all__ = [
     "panel_width",
     "panels_shape",
     "column_panels",
+    "reference_states",
+    "relative_panels",
+    "relative_sites",
     "site_groups",
     "gather_logits",
     "gather_gradient",
@@ -178,6 +183,83 @@ def column_panels(matrix, width, *, out=None):
     return out
 
 
+def reference_states(codes, n_states):
+    """The state of most rows at each site (missing codes not counted; the
+    lowest of a tie), as an int64 array of shape (L,)."""
+    n_sites = codes.shape[1]
+    flat = np.where(codes >= 0, codes, n_states) + (n_states + 1) * np.arange(n_sites)
+    counts = np.bincount(flat.ravel(), minlength=n_sites * (n_states + 1))
+    return counts.reshape(n_sites, n_states + 1)[:, :n_states].argmax(axis=1)
+
+
+def relative_panels(matrix, reference, n_states, width, *, out=None):
+    """``matrix`` (L q, columns) in column panels relative to ``reference``.
+
+    A sequence's sum of the rows of its sites, ``sum_i matrix[i q + s_i]``, is
+    the sum of the reference rows ``sum_i matrix[i q + r_i]`` plus, at the sites
+    where ``s_i != r_i``, ``matrix[i q + s_i] - matrix[i q + r_i]`` (or minus
+    the reference row, where the site is missing): in an alignment whose
+    sequences mostly share the reference (the consensus), far fewer rows.
+    The panels, of shape ``(n_panels, L q + L + 1, width)``, hold those
+    differences in rows ``i q + a`` (zero at the reference state), minus the
+    reference row of site ``i`` in row ``L q + i``, and the sum of the
+    reference rows (taken in float64) in the last row; :func:`relative_sites`
+    lists the rows a sequence sums. Columns past the matrix's are zero;
+    ``out``, when given, is filled instead of a new array.
+    """
+    n_rows, n_columns = matrix.shape
+    n_sites = reference.shape[0]
+    if n_rows != n_sites * n_states:
+        raise ValueError(
+            f"matrix must have L q = {n_sites * n_states} rows; got {n_rows}."
+        )
+    n_panels = -(-n_columns // width)
+    shape = (n_panels, n_rows + n_sites + 1, width)
+    if out is None:
+        out = np.empty(shape, dtype=matrix.dtype)
+    elif out.shape != shape or out.dtype != matrix.dtype:
+        raise ValueError(f"out must have shape {shape} and dtype {matrix.dtype}.")
+    reference_rows = n_states * np.arange(n_sites) + reference
+    for p in range(n_panels):
+        columns = matrix[:, p * width : (p + 1) * width]
+        used = columns.shape[1]
+        panel = out[p]
+        base = columns[reference_rows]
+        # Splitting the first axis of a view is always a view: the
+        # differences are written into the panel.
+        np.subtract(
+            columns.reshape(n_sites, n_states, used),
+            base[:, None, :],
+            out=panel[:n_rows, :used].reshape(n_sites, n_states, used),
+        )
+        np.negative(base, out=panel[n_rows : n_rows + n_sites, :used])
+        panel[-1, :used] = base.sum(axis=0, dtype=np.float64)
+        panel[:, used:] = 0
+    return out
+
+
+def relative_sites(codes, reference, n_states):
+    """The rows of :func:`relative_panels` each sequence of ``codes`` sums.
+
+    Returns ``(indptr, indices)``: sequence ``s`` sums the rows
+    ``indices[indptr[s] : indptr[s + 1]]``, the last row of the panels (the
+    reference's sum) first, then, at each site ``i`` where its code differs
+    from ``reference[i]``, row ``i q + s_i``, or ``L q + i`` where the site is
+    missing (code ``-1``). ``indptr`` is int64 of shape (n + 1,), ``indices``
+    int32.
+    """
+    n_rows, n_sites = codes.shape
+    width = n_sites * n_states
+    rows = np.where(
+        codes >= 0, codes + n_states * np.arange(n_sites), width + np.arange(n_sites)
+    )
+    table = np.hstack([np.full((n_rows, 1), width + n_sites), rows])
+    summed = np.hstack([np.ones((n_rows, 1), dtype=bool), codes != reference])
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(summed.sum(axis=1), out=indptr[1:])
+    return indptr, table[summed].astype(np.int32)
+
+
 def site_groups(codes, n_states):
     """The rows of ``codes`` (n, L) grouped by their state at each site.
 
@@ -199,12 +281,21 @@ def site_groups(codes, n_states):
 
 
 def gather_logits(panels, sites, out, *, n_threads):
-    """``out[s, c] = sum_i matrix[sites[s, i], c]`` for the matrix in ``panels``.
+    """``out[s]``, the sum of the rows of the panels listed for sequence ``s``.
 
-    ``sites`` (n, L) are row indices of the matrix, ``rows`` (the zero row)
-    where a site is missing; ``out`` (n, columns) is overwritten.
+    ``sites`` is an (n, L) array of row indices, each sequence's sites in the
+    :func:`column_panels` of a matrix (``rows``, the zero row, where a site
+    is missing): ``out[s, c] = sum_i matrix[sites[s, i], c]``; or the
+    ``(indptr, indices)`` of :func:`relative_sites`, for
+    :func:`relative_panels`. ``out`` (n, columns) is overwritten.
     """
-    _launch(_kernels().gather_logits, panels, sites, out, n_threads=n_threads)
+    if isinstance(sites, tuple):
+        indptr, indices = sites
+    else:
+        n_rows, n_sites = sites.shape
+        indices = np.ascontiguousarray(sites, dtype=np.int32).reshape(-1)
+        indptr = n_sites * np.arange(n_rows + 1, dtype=np.int64)
+    _launch(_kernels().gather_logits, panels, indptr, indices, out, n_threads=n_threads)
     return out
 
 

@@ -94,10 +94,11 @@ def _add_to_pairs(
 
 
 @numba.njit(**_OPTIONS)
-def gather_logits(panels, sites, out):  # pragma: no cover - compiled
-    """``out[s, c] = sum_i matrix[sites[s, i], c]``, the matrix in panels."""
+def gather_logits(panels, indptr, indices, out):  # pragma: no cover - compiled
+    """``out[s, c] = sum_r panels[..., r, c]`` over the rows ``r`` in
+    ``indices[indptr[s] : indptr[s + 1]]``."""
     n_panels, _, width = panels.shape
-    n_rows = sites.shape[0]
+    n_rows = indptr.shape[0] - 1
     n_columns = out.shape[1]
     for p in numba.prange(n_panels):
         first = p * width
@@ -106,7 +107,7 @@ def gather_logits(panels, sites, out):  # pragma: no cover - compiled
         acc = np.empty(width, dtype=panels.dtype)
         for s in range(n_rows):
             acc[:] = 0
-            _add_rows(acc, panel, sites[s], 0, width)
+            _add_rows(acc, panel, indices[indptr[s] : indptr[s + 1]], 0, width)
             for k in range(used):
                 out[s, first + k] = acc[k]
 

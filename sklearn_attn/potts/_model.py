@@ -148,6 +148,11 @@ class OneHotRows:
         self.has_missing = bool((codes < 0).any())
         self.gather = bool(gather)
         self.n_threads = blas_threads() if self.gather else 1
+        #: The state of most sequences at each site, which the logits by gathers
+        #: are relative to (None without gathers).
+        self.reference_states = (
+            _gather.reference_states(codes, n_states) if self.gather else None
+        )
         self._buffers = {}
         self._gather_blocks = {}
 
@@ -166,8 +171,9 @@ class OneHotRows:
         ``block_rows`` rows, for the gather kernels; made once and kept.
 
         ``positions`` and ``present`` are those of :meth:`blocks`; ``sites``
-        (int32) are the same columns with ``L q`` (the panels' zero row)
-        at the missing sites, and ``groups`` the block's
+        are the block's :func:`~._gather.relative_sites` (the rows of the
+        coupling panels, relative to :attr:`reference_states`, that each
+        sequence sums), and ``groups`` the block's
         :func:`~._gather.site_groups`.
         """
         step = max(int(block_rows), 1)
@@ -179,17 +185,17 @@ class OneHotRows:
                 block = self.codes[start : start + step]
                 positions = block + offsets
                 present = None
-                sites = positions
                 if self.has_missing:
                     present = block >= 0
                     positions = np.where(present, positions, offsets)
-                    sites = np.where(present, sites, n_sites * self.n_states)
                 blocks.append(
                     (
                         self.weights[start : start + step],
                         positions,
                         present,
-                        sites.astype(np.int32),
+                        _gather.relative_sites(
+                            block, self.reference_states, self.n_states
+                        ),
                         _gather.site_groups(block, self.n_states),
                     )
                 )
@@ -309,11 +315,17 @@ def _dense_product(onehot, couplings_t, xp):
 
 def _coupling_panels(rows, couplings_t):
     """``couplings_t`` (``J_mat.T``, in ``rows.dtype``) in the column panels the
-    logits kernel reads, in a buffer of ``rows``."""
+    logits kernel reads (:func:`~._gather.relative_panels`, relative to the
+    rows' reference states), in a buffer of ``rows``."""
     width = couplings_t.shape[0]
-    shape = _gather.panels_shape(width, width, rows.dtype.itemsize)
-    return _gather.column_panels(
-        couplings_t, shape[2], out=rows.buffer("panels", shape, rows.dtype)
+    n_sites = rows.reference_states.shape[0]
+    shape = _gather.panels_shape(width + n_sites, width, rows.dtype.itemsize)
+    return _gather.relative_panels(
+        couplings_t,
+        rows.reference_states,
+        rows.n_states,
+        shape[2],
+        out=rows.buffer("panels", shape, rows.dtype),
     )
 
 

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import _fake_cupy
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_attn import PottsPseudoLikelihood
@@ -99,6 +99,93 @@ def test_gather_logits_match_loops(n_sites, n_states, dtype, global_random_seed)
             if codes[s, i] >= 0:
                 expected[s] += matrix[i * n_states + codes[s, i]]
     tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+def test_reference_states_are_the_most_frequent(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 40, 6, 4, missing=0.3)
+    codes[:, 5] = -1  # no row has the site: the lowest state
+    reference = _gather.reference_states(codes, 4)
+    for i in range(6):
+        counts = [(codes[:, i] == a).sum() for a in range(4)]
+        assert reference[i] == int(np.argmax(counts))
+
+
+def test_relative_panels_hold_differences_from_the_reference(global_random_seed):
+    """Row by row against the definition, in float64 (exact differences)."""
+    rng = np.random.default_rng(global_random_seed)
+    n_sites, q, n_columns, width = 4, 3, 70, 32
+    matrix = rng.standard_normal((n_sites * q, n_columns))
+    reference = rng.integers(0, q, n_sites)
+    panels = _gather.relative_panels(matrix, reference, q, width)
+    assert panels.shape == (3, n_sites * q + n_sites + 1, width)
+    full = np.hstack(list(panels))  # (rows, 3 * width)
+    assert_array_equal(full[:, n_columns:], 0.0)
+    for i in range(n_sites):
+        base = matrix[i * q + reference[i]]
+        for a in range(q):
+            assert_array_equal(full[i * q + a, :n_columns], matrix[i * q + a] - base)
+        assert_array_equal(full[n_sites * q + i, :n_columns], -base)
+    expected_sum = matrix[q * np.arange(n_sites) + reference].sum(axis=0)
+    assert_allclose(full[-1, :n_columns], expected_sum, rtol=1e-14, atol=1e-14)
+    out = np.full_like(panels, np.nan)
+    assert _gather.relative_panels(matrix, reference, q, width, out=out) is out
+    assert_array_equal(out, panels)
+    with pytest.raises(ValueError, match="out must have shape"):
+        _gather.relative_panels(matrix, reference, q, width, out=out[:, :-1])
+    with pytest.raises(ValueError, match="L q = 12 rows"):
+        _gather.relative_panels(matrix[:-1], reference, q, width)
+
+
+def test_relative_sites_list_the_sites_off_the_reference(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 30, 5, 3, missing=0.2)
+    reference = _gather.reference_states(codes, 3)
+    indptr, indices = _gather.relative_sites(codes, reference, 3)
+    assert indptr.dtype == np.int64 and indices.dtype == np.int32
+    assert indptr[0] == 0 and indptr[-1] == indices.size
+    for s in range(30):
+        expected = [5 * 3 + 5] + [
+            i * 3 + codes[s, i] if codes[s, i] >= 0 else 5 * 3 + i
+            for i in range(5)
+            if codes[s, i] != reference[i]
+        ]
+        assert_array_equal(indices[indptr[s] : indptr[s + 1]], expected)
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_sites, n_states", [(3, 2), (7, 5), (13, 21)])
+def test_relative_logits_match_loops(
+    n_sites, n_states, dtype, missing, global_random_seed
+):
+    """The sums of the rows of each sequence's sites, through panels relative
+    to the most frequent states: each entry sums at most 14 numbers of order
+    one and the differences, so float rounding of order 1e-5 in float32 (the
+    differences' own rounding included) and 1e-12 in float64."""
+    rng = np.random.default_rng(global_random_seed)
+    codes = _codes(rng, 37, n_sites, n_states, missing=missing)
+    width = n_sites * n_states
+    matrix = rng.standard_normal((width, width)).astype(dtype)
+    reference = _gather.reference_states(codes, n_states)
+    panels = _gather.relative_panels(matrix, reference, n_states, 32)
+    out = np.full((37, width), np.nan, dtype)
+    _gather.gather_logits(
+        panels,
+        _gather.relative_sites(codes, reference, n_states),
+        out,
+        n_threads=2,
+    )
+    expected = np.zeros((37, width))
+    for s in range(37):
+        for i in range(n_sites):
+            if codes[s, i] >= 0:
+                expected[s] += matrix[i * n_states + codes[s, i]]
+    tol = 5e-5 if dtype == np.float32 else 1e-12
     assert_allclose(out, expected, rtol=tol, atol=tol)
 
 
@@ -239,8 +326,15 @@ def test_kernels_do_not_depend_on_the_number_of_threads(missing, global_random_s
     matrix = rng.standard_normal((width, width)).astype(np.float32)
     panels = _gather.column_panels(matrix, 32)
     sites, groups = _sites(codes, 21), _gather.site_groups(codes, 21)
+    reference = _gather.reference_states(codes, 21)
+    relative_panels = _gather.relative_panels(matrix, reference, 21, 32)
+    relative_sites = _gather.relative_sites(codes, reference, 21)
     results = []
     for n_threads in (1, 2, 3):
+        relative = np.empty((300, width), np.float32)
+        _gather.gather_logits(
+            relative_panels, relative_sites, relative, n_threads=n_threads
+        )
         logits = np.empty((300, width), np.float32)
         _gather.gather_logits(panels, sites, logits, n_threads=n_threads)
         grad = np.zeros((width, width))
@@ -256,7 +350,7 @@ def test_kernels_do_not_depend_on_the_number_of_threads(missing, global_random_s
             np.ones(300),
             n_threads=n_threads,
         )
-        results.append((logits, grad, pairs, value))
+        results.append((relative, logits, grad, pairs, value))
     for result in results[1:]:
         for got, first in zip(result, results[0], strict=True):
             assert_allclose(got, first, rtol=0, atol=0)
@@ -272,17 +366,19 @@ def test_gather_blocks_are_those_of_the_one_hot_blocks(global_random_seed):
     assert rows.gather_blocks(10) is blocks  # made once
     dense = list(rows.blocks(10))
     assert [len(b[0]) for b in blocks] == [10, 10, 3]
+    assert_array_equal(rows.reference_states, _gather.reference_states(codes, 3))
+    matrix = rng.standard_normal((15, 15))
+    panels = _gather.relative_panels(matrix, rows.reference_states, 3, 32)
     for (w, positions, present, sites, _), (onehot, w_d, pos_d, present_d) in zip(
         blocks, dense, strict=True
     ):
         assert_allclose(w, w_d)
         assert_allclose(positions, pos_d)
         assert_allclose(present, present_d)
-        # A site's row in the one-hot block, or the zero row when missing.
-        padded = np.hstack([onehot, np.zeros((len(w), 1))])
-        assert_allclose(
-            padded[np.arange(len(w))[:, None], sites].sum(1), present.sum(1)
-        )
+        # The sums of the rows of each sequence's sites are the one-hot products.
+        out = np.empty((len(w), 15))
+        _gather.gather_logits(panels, sites, out, n_threads=1)
+        assert_allclose(out, onehot @ matrix, rtol=1e-12, atol=1e-12)
 
 
 def test_gather_rows_need_numpy_and_numba(monkeypatch):
