@@ -444,9 +444,7 @@ def _site_coverage(codes, weights, n_states):
         block = codes[start : start + step]
         mask = present[start : start + step]
         onehot = np.zeros((block.shape[0], width))
-        rows = np.nonzero(mask)
-        onehot[rows[0], (block + offsets)[rows]] = weights[start : start + step][
-            rows[0]
-        ]
+        row, site = np.nonzero(mask)
+        onehot[row, block[row, site] + offsets[site]] = weights[start + row]
         coverage += mask.T.astype(np.float64) @ onehot
     return coverage

@@ -140,6 +140,8 @@ def gather_gradient(
             largest = _largest_group(bounds, i)
             if largest >= 0:
                 _rest_of_group(rest, acc, panel, order[i, : bounds[i, 0]], 0, width)
+            else:
+                rest[:] = 0  # summed below but not read
             for a in range(n_states):
                 start = bounds[i, a]
                 stop = bounds[i, a + 1]
