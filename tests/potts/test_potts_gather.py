@@ -40,6 +40,24 @@ def _sites(codes, n_states):
     return np.where(codes >= 0, sites, n_sites * n_states).astype(np.int32)
 
 
+# Complete codes; a few sites missing (the consensus skip still applies at
+# sites with missing rows); many missing (sites sum every state).
+MISSING = pytest.mark.parametrize(
+    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
+)
+
+
+def _sums_of_site_rows(codes, matrix, n_states):
+    """``sum_i matrix[i q + s_i]`` over the sites present of each row, by loops."""
+    n_rows, n_sites = codes.shape
+    expected = np.zeros((n_rows, matrix.shape[1]))
+    for s in range(n_rows):
+        for i in range(n_sites):
+            if codes[s, i] >= 0:
+                expected[s] += matrix[i * n_states + codes[s, i]]
+    return expected
+
+
 @pytest.mark.parametrize(
     "n_rows, n_columns, width", [(10, 7, 32), (40, 64, 32), (5, 130, 128)]
 )
@@ -93,11 +111,7 @@ def test_gather_logits_match_loops(n_sites, n_states, dtype, global_random_seed)
     panels = _gather.column_panels(matrix, 32)
     out = np.full((37, width), np.nan, dtype)
     _gather.gather_logits(panels, _sites(codes, n_states), out, n_threads=2)
-    expected = np.zeros((37, width))
-    for s in range(37):
-        for i in range(n_sites):
-            if codes[s, i] >= 0:
-                expected[s] += matrix[i * n_states + codes[s, i]]
+    expected = _sums_of_site_rows(codes, matrix, n_states)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     assert_allclose(out, expected, rtol=tol, atol=tol)
 
@@ -155,9 +169,7 @@ def test_relative_sites_list_the_sites_off_the_reference(global_random_seed):
 
 
 @needs_numba
-@pytest.mark.parametrize(
-    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
-)
+@MISSING
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_sites, n_states", [(3, 2), (7, 5), (13, 21)])
 def test_relative_logits_match_loops(
@@ -180,19 +192,13 @@ def test_relative_logits_match_loops(
         out,
         n_threads=2,
     )
-    expected = np.zeros((37, width))
-    for s in range(37):
-        for i in range(n_sites):
-            if codes[s, i] >= 0:
-                expected[s] += matrix[i * n_states + codes[s, i]]
+    expected = _sums_of_site_rows(codes, matrix, n_states)
     tol = 5e-5 if dtype == np.float32 else 1e-12
     assert_allclose(out, expected, rtol=tol, atol=tol)
 
 
 @needs_numba
-@pytest.mark.parametrize(
-    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
-)
+@MISSING
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_sites, n_states", [(3, 2), (7, 5), (13, 21)])
 def test_gather_gradient_matches_loops(
@@ -223,9 +229,7 @@ def test_gather_gradient_matches_loops(
 
 
 @needs_numba
-@pytest.mark.parametrize(
-    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
-)
+@MISSING
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_sites, n_states", [(2, 3), (3, 2), (7, 5), (13, 21)])
 def test_gather_pair_gradient_matches_loops(
@@ -315,9 +319,7 @@ def test_softmax_residual_matches_loops(missing, dtype, global_random_seed):
 
 
 @needs_numba
-@pytest.mark.parametrize(
-    "missing", [0.0, 0.03, 0.2], ids=["complete", "few-missing", "missing"]
-)
+@MISSING
 def test_kernels_do_not_depend_on_the_number_of_threads(missing, global_random_seed):
     """Each entry is summed by one thread in a fixed order: bit-identical."""
     rng = np.random.default_rng(global_random_seed)
